@@ -1,0 +1,147 @@
+// swift-tools-version: 6.2
+// The push provider: four services, the APNs sandbox and the operator CLI, over rabbitmq-c, hiredis,
+// nghttp2 and OpenSSL. Layers are described in DESIGN.md; C stays in the `C*` system-library targets
+// and in the one wrapper module that owns each library.
+
+import PackageDescription
+
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let package = Package(
+    name: "push",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "push-ingest", targets: ["push-ingest"]),
+        .executable(name: "push-render", targets: ["push-render"]),
+        .executable(name: "push-send", targets: ["push-send"]),
+        .executable(name: "push-feedback", targets: ["push-feedback"]),
+        .executable(name: "apns-sandbox", targets: ["apns-sandbox"]),
+        .executable(name: "pushctl", targets: ["pushctl"]),
+        .executable(name: "foundation-bench", targets: ["foundation-bench"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+    ],
+    targets: [
+        // MARK: C libraries (system-library targets; shims for variadic functions and macros)
+        .systemLibrary(
+            name: "CRabbitMQ",
+            pkgConfig: "librabbitmq",
+            providers: [.apt(["librabbitmq-dev"])]
+        ),
+        .systemLibrary(
+            name: "CHiredis",
+            pkgConfig: "hiredis",
+            providers: [.apt(["libhiredis-dev"])]
+        ),
+        .systemLibrary(
+            name: "CNghttp2",
+            pkgConfig: "libnghttp2",
+            providers: [.apt(["libnghttp2-dev"])]
+        ),
+        .systemLibrary(
+            name: "COpenSSL",
+            pkgConfig: "openssl",
+            providers: [.apt(["libssl-dev"])]
+        ),
+
+        // MARK: Wrapper modules: each owns one C library; nothing above them sees a C type
+        .target(
+            name: "AMQP",
+            dependencies: [
+                "CRabbitMQ",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "Redis",
+            dependencies: [
+                "CHiredis",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+
+        // MARK: Pure core: the domain, no I/O
+        .target(
+            name: "PushCore",
+            swiftSettings: swiftSettings
+        ),
+
+        // MARK: Service kit: configuration, logging, metrics, admin listener, lifecycle
+        .target(
+            name: "PushServiceKit",
+            dependencies: [
+                "AMQP",
+                "PushCore",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Configuration", package: "swift-configuration"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+
+        // MARK: Executables: argument parsing and wiring only
+        .executableTarget(name: "push-ingest", dependencies: serviceDependencies, swiftSettings: swiftSettings),
+        .executableTarget(name: "push-render", dependencies: serviceDependencies, swiftSettings: swiftSettings),
+        .executableTarget(name: "push-send", dependencies: serviceDependencies, swiftSettings: swiftSettings),
+        .executableTarget(name: "push-feedback", dependencies: serviceDependencies, swiftSettings: swiftSettings),
+        .executableTarget(name: "apns-sandbox", dependencies: serviceDependencies, swiftSettings: swiftSettings),
+        .executableTarget(name: "pushctl", dependencies: serviceDependencies, swiftSettings: swiftSettings),
+
+        // MARK: Benchmarks: executables that print figures (not timed tests)
+        .executableTarget(name: "foundation-bench", dependencies: serviceDependencies, swiftSettings: swiftSettings),
+
+        // MARK: Tests
+        .testTarget(name: "PushCoreTests", dependencies: ["PushCore"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "AMQPTests",
+            dependencies: ["AMQP", "PushServiceKit", "TestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "RedisTests",
+            dependencies: ["Redis", "TestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "PushServiceKitTests",
+            dependencies: ["PushServiceKit", "TestSupport", .product(name: "Hummingbird", package: "hummingbird")],
+            swiftSettings: swiftSettings
+        ),
+        // Locates the servers `make test` started and starts private ones for restart tests.
+        .target(
+            name: "TestSupport",
+            dependencies: [.product(name: "Logging", package: "swift-log")],
+            path: "Tests/TestSupport",
+            swiftSettings: swiftSettings
+        ),
+    ]
+)
+
+var serviceDependencies: [Target.Dependency] {
+    [
+        "PushServiceKit",
+        "PushCore",
+        "AMQP",
+        "Redis",
+        .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        .product(name: "Logging", package: "swift-log"),
+        .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+    ]
+}

@@ -1,0 +1,142 @@
+import Foundation
+
+/// How to reach and talk to the broker.
+///
+/// Built from an AMQP URI (`PUSH_AMQP_URL`):
+/// `amqp[s]://user:password@host:port/vhost?heartbeat=10&connection_timeout=5000&cacertfile=…&certfile=…&keyfile=…`
+/// - `amqp` defaults to port 5672, `amqps` to 5671; user and password default to `guest`.
+/// - The vhost is the percent-decoded path (`/%2f` is `/`); an empty path means `/`.
+/// - `heartbeat` (seconds, 0 disables, default 10), `connection_timeout` (ms, default 5000),
+///   `channel_max` is not supported.
+/// - `amqps` always verifies the broker's certificate and host name: against `cacertfile` (PEM) when
+///   given, else the system trust store. `certfile` + `keyfile` present a client certificate.
+public struct AMQPConfiguration: Sendable {
+    public var host: String
+    public var port: Int
+    public var virtualHost: String
+    public var user: String
+    public var password: String
+    public var tls: TLS?
+    /// Heartbeat interval negotiated with the broker; a dead peer is noticed after about twice this.
+    public var heartbeat: Duration
+    /// Bound on opening the TCP connection and on the AMQP handshake.
+    public var connectTimeout: Duration
+    /// Bound on each synchronous broker call (declare, qos, consume, channel open).
+    public var rpcTimeout: Duration
+    /// Shown in the broker's management UI and `rabbitmqctl list_connections client_properties`.
+    public var connectionName: String
+    /// Publishes sent but not yet confirmed, at most; more wait (back-pressure, not unbounded memory).
+    public var maxUnconfirmedPublishes: Int
+    /// How long a publish may wait to be sent (e.g. while the broker is down) before it fails.
+    public var publishTimeout: Duration
+    /// How reconnection attempts are spaced.
+    public var reconnectBackoff: ReconnectBackoff
+
+    public struct TLS: Sendable, Equatable {
+        public var caCertificateFile: String?
+        public var certificateFile: String?
+        public var keyFile: String?
+    }
+
+    public init(url: String, connectionName: String) throws(AMQPError) {
+        guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased() else {
+            if let port = Self.unparsablePort(in: url) {
+                throw AMQPError(.invalidURL, "invalid port '\(port)' in '\(Self.redacted(url))'")
+            }
+            throw AMQPError(.invalidURL, "'\(Self.redacted(url))' is not a URL (expected amqp://user:password@host:port/vhost)")
+        }
+        switch scheme {
+        case "amqp": self.tls = nil
+        case "amqps": self.tls = TLS()
+        default:
+            throw AMQPError(.invalidURL, "unsupported scheme '\(scheme)' in '\(Self.redacted(url))' (expected amqp or amqps)")
+        }
+        guard let host = components.host, !host.isEmpty else {
+            throw AMQPError(.invalidURL, "no host in '\(Self.redacted(url))'")
+        }
+        self.host = host
+        if let port = components.port {
+            guard (1...65535).contains(port) else {
+                throw AMQPError(.invalidURL, "port \(port) in '\(Self.redacted(url))' is not in 1–65535")
+            }
+            self.port = port
+        } else {
+            if let port = Self.unparsablePort(in: url) {
+                throw AMQPError(.invalidURL, "invalid port '\(port)' in '\(Self.redacted(url))'")
+            }
+            self.port = scheme == "amqps" ? 5671 : 5672
+        }
+        self.user = components.user.map { $0.removingPercentEncoding ?? $0 } ?? "guest"
+        self.password = components.password.map { $0.removingPercentEncoding ?? $0 } ?? "guest"
+        let path = components.percentEncodedPath
+        if path.isEmpty || path == "/" {
+            self.virtualHost = "/"
+        } else {
+            let encoded = String(path.dropFirst())
+            guard !encoded.contains("/"), let decoded = encoded.removingPercentEncoding else {
+                throw AMQPError(.invalidURL, "virtual host '\(encoded)' in '\(Self.redacted(url))' must be one path segment (write '/' as %2f)")
+            }
+            self.virtualHost = decoded
+        }
+        self.heartbeat = .seconds(10)
+        self.connectTimeout = .seconds(5)
+        self.rpcTimeout = .seconds(15)
+        self.connectionName = connectionName
+        self.maxUnconfirmedPublishes = 2000
+        self.publishTimeout = .seconds(30)
+        self.reconnectBackoff = ReconnectBackoff()
+        for item in components.queryItems ?? [] {
+            let value = item.value ?? ""
+            switch item.name {
+            case "heartbeat":
+                guard let seconds = Int(value), (0...3600).contains(seconds) else {
+                    throw AMQPError(.invalidURL, "heartbeat '\(value)' must be whole seconds in 0–3600")
+                }
+                self.heartbeat = .seconds(seconds)
+            case "connection_timeout":
+                guard let milliseconds = Int(value), milliseconds > 0 else {
+                    throw AMQPError(.invalidURL, "connection_timeout '\(value)' must be a positive number of milliseconds")
+                }
+                self.connectTimeout = .milliseconds(milliseconds)
+            case "cacertfile", "certfile", "keyfile":
+                guard self.tls != nil else {
+                    throw AMQPError(.invalidURL, "\(item.name) needs an amqps:// URL")
+                }
+                switch item.name {
+                case "cacertfile": self.tls?.caCertificateFile = value
+                case "certfile": self.tls?.certificateFile = value
+                default: self.tls?.keyFile = value
+                }
+            default:
+                throw AMQPError(.invalidURL, "unknown option '\(item.name)' in '\(Self.redacted(url))' (known: heartbeat, connection_timeout, cacertfile, certfile, keyfile)")
+            }
+        }
+        if let tls, (tls.certificateFile == nil) != (tls.keyFile == nil) {
+            throw AMQPError(.invalidURL, "certfile and keyfile must be given together")
+        }
+    }
+
+    /// The broker address for log lines and errors (never the password).
+    public var endpointDescription: String {
+        "\(tls == nil ? "amqp" : "amqps")://\(host):\(port)/\(virtualHost == "/" ? "%2f" : virtualHost)"
+    }
+
+    /// The text after the host's colon when it is not a number (`amqp://host:abc/`).
+    private static func unparsablePort(in url: String) -> Substring? {
+        guard let schemeEnd = url.range(of: "://") else { return nil }
+        let rest = url[schemeEnd.upperBound...]
+        let authority = rest.prefix { $0 != "/" && $0 != "?" }
+        let hostPort = authority.split(separator: "@", omittingEmptySubsequences: false).last ?? authority
+        guard !hostPort.hasSuffix("]"), let colon = hostPort.lastIndex(of: ":") else { return nil }
+        let port = hostPort[hostPort.index(after: colon)...]
+        return port.isEmpty || port.contains(where: { !$0.isNumber }) ? port : nil
+    }
+
+    /// The URL with any password replaced, for error messages.
+    static func redacted(_ url: String) -> String {
+        guard let at = url.lastIndex(of: "@"), let schemeEnd = url.range(of: "://") else { return url }
+        let userInfo = url[schemeEnd.upperBound..<at]
+        guard let colon = userInfo.firstIndex(of: ":") else { return url }
+        return url.replacingCharacters(in: url.index(after: colon)..<at, with: "***")
+    }
+}

@@ -1,0 +1,51 @@
+/// Deliveries from one queue; iterate it with `for try await delivery in consumer`.
+public struct AMQPConsumer: AsyncSequence, Sendable {
+    public typealias Element = AMQPDelivery
+
+    let stream: AsyncThrowingStream<AMQPDelivery, any Error>
+    let id: UInt64
+    let core: ConnectionCore
+
+    public func makeAsyncIterator() -> AsyncThrowingStream<AMQPDelivery, any Error>.AsyncIterator {
+        stream.makeAsyncIterator()
+    }
+
+    /// Stops new deliveries (`basic.cancel`) and ends the sequence. Deliveries already received can
+    /// still be acked.
+    public func cancel() {
+        _ = core.enqueue(.cancel(consumer: id))
+    }
+}
+
+/// One message delivered to a consumer. Settle it exactly once with ``ack(multiple:)``,
+/// ``nack(requeue:multiple:)`` or ``reject(requeue:)``.
+public struct AMQPDelivery: Sendable {
+    public let body: [UInt8]
+    public let properties: AMQPProperties
+    public let exchange: String
+    public let routingKey: String
+    /// Whether the broker delivered this message before (to this or another consumer).
+    public let redelivered: Bool
+    public let deliveryTag: UInt64
+
+    let channel: UInt16
+    /// The connection session the delivery came from; settling it on a later session is impossible
+    /// (the broker already requeued it), so such calls are ignored.
+    let generation: UInt64
+    let core: ConnectionCore
+
+    /// Acknowledges this delivery (and, with `multiple`, every earlier one on its channel).
+    public func ack(multiple: Bool = false) {
+        _ = core.enqueue(.settle(.ack, generation: generation, channel: channel, tag: deliveryTag, multiple: multiple))
+    }
+
+    /// Negatively acknowledges; with `requeue: false` the queue dead-letters it (to `push.dead`).
+    public func nack(requeue: Bool, multiple: Bool = false) {
+        _ = core.enqueue(.settle(requeue ? .nackRequeue : .nackDrop, generation: generation, channel: channel, tag: deliveryTag, multiple: multiple))
+    }
+
+    /// Rejects this delivery; with `requeue: false` the queue dead-letters it.
+    public func reject(requeue: Bool) {
+        _ = core.enqueue(.settle(requeue ? .rejectRequeue : .rejectDrop, generation: generation, channel: channel, tag: deliveryTag, multiple: false))
+    }
+}

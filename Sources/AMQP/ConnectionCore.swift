@@ -1,0 +1,186 @@
+import Foundation
+import Synchronization
+
+/// The state shared between an ``AMQPConnection``'s callers and its I/O thread: a command queue,
+/// the connection status, and a pipe that wakes the thread from `poll` when a command arrives.
+final class ConnectionCore: Sendable {
+    enum Phase: Sendable {
+        case idle
+        case running
+        case closed
+    }
+
+    private struct State {
+        var phase: Phase = .idle
+        var commands: [Command] = []
+        var sleeping = false
+        var connected = false
+        var lastError: AMQPError?
+        var nextConsumerID: UInt64 = 1
+        var exitWaiters: [CheckedContinuation<Void, Never>] = []
+    }
+
+    private let state = Mutex(State())
+    private let wakeupReader: Int32
+    private let wakeupWriter: Int32
+
+    init() {
+        var descriptors: [Int32] = [0, 0]
+        precondition(pipe(&descriptors) == 0, "pipe failed: \(String(cString: strerror(errno)))")
+        for descriptor in descriptors {
+            _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
+            _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
+        }
+        wakeupReader = descriptors[0]
+        wakeupWriter = descriptors[1]
+    }
+
+    deinit {
+        close(wakeupReader)
+        close(wakeupWriter)
+    }
+
+    // MARK: Callers' side
+
+    func claimStart() -> Bool {
+        state.withLock { state in
+            guard state.phase == .idle else { return false }
+            state.phase = .running
+            return true
+        }
+    }
+
+    var hasStarted: Bool { state.withLock { $0.phase != .idle } }
+    var isClosed: Bool { state.withLock { $0.phase == .closed } }
+    var isConnected: Bool { state.withLock { $0.connected } }
+    var lastError: AMQPError? { state.withLock { $0.lastError } }
+
+    func nextConsumerID() -> UInt64 {
+        state.withLock { state in
+            defer { state.nextConsumerID += 1 }
+            return state.nextConsumerID
+        }
+    }
+
+    /// Queues a command for the I/O thread; false once the connection has closed.
+    func enqueue(_ command: Command) -> Bool {
+        let (accepted, wake) = state.withLock { state -> (Bool, Bool) in
+            guard state.phase != .closed else { return (false, false) }
+            state.commands.append(command)
+            guard state.sleeping else { return (true, false) }
+            state.sleeping = false
+            return (true, true)
+        }
+        if wake {
+            var byte: UInt8 = 1
+            _ = write(wakeupWriter, &byte, 1)
+        }
+        return accepted
+    }
+
+    func waitForExit() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let resumeNow = state.withLock { state -> Bool in
+                guard state.phase != .closed else { return true }
+                state.exitWaiters.append(continuation)
+                return false
+            }
+            if resumeNow { continuation.resume() }
+        }
+    }
+
+    // MARK: I/O thread's side
+
+    func takeCommands() -> [Command] {
+        state.withLock { state in
+            defer { state.commands.removeAll(keepingCapacity: true) }
+            return state.commands
+        }
+    }
+
+    func setConnected() {
+        state.withLock { $0.connected = true }
+    }
+
+    func setDisconnected(_ error: AMQPError) {
+        state.withLock {
+            $0.connected = false
+            $0.lastError = error
+        }
+    }
+
+    /// Waits until `descriptor` is readable, a command arrives, or `timeout` passes.
+    func wait(for descriptor: Int32?, timeout: Duration) {
+        let mayWait = state.withLock { state -> Bool in
+            guard state.commands.isEmpty else { return false }
+            state.sleeping = true
+            return true
+        }
+        guard mayWait else { return }
+        var descriptors = [pollfd(fd: wakeupReader, events: Int16(POLLIN), revents: 0)]
+        if let descriptor { descriptors.append(pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)) }
+        let milliseconds = Int32(clamping: timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+        _ = poll(&descriptors, nfds_t(descriptors.count), max(milliseconds, 0))
+        state.withLock { $0.sleeping = false }
+        if descriptors[0].revents != 0 {
+            var buffer = [UInt8](repeating: 0, count: 64)
+            while read(wakeupReader, &buffer, buffer.count) > 0 {}
+        }
+    }
+
+    /// Marks the connection closed and returns commands that arrived too late to run.
+    func markClosed() -> [Command] {
+        let (leftovers, waiters) = state.withLock { state in
+            state.phase = .closed
+            state.connected = false
+            defer {
+                state.commands.removeAll()
+                state.exitWaiters.removeAll()
+            }
+            return (state.commands, state.exitWaiters)
+        }
+        for waiter in waiters { waiter.resume() }
+        return leftovers
+    }
+}
+
+/// Work for the I/O thread.
+enum Command: Sendable {
+    case publish([PendingPublish])
+    case settle(Settlement, generation: UInt64, channel: UInt16, tag: UInt64, multiple: Bool)
+    case consume(ConsumerSpec)
+    case cancel(consumer: UInt64)
+    case admin(AdminCommand)
+    case close
+}
+
+enum Settlement: Sendable {
+    case ack
+    case nackRequeue
+    case nackDrop
+    case rejectRequeue
+    case rejectDrop
+}
+
+/// A publish waiting to be sent or confirmed; `complete` is called exactly once, on the I/O thread.
+struct PendingPublish: Sendable {
+    let message: AMQPOutboundMessage
+    let deadline: ContinuousClock.Instant
+    let complete: @Sendable (Result<Void, AMQPError>) -> Void
+}
+
+struct ConsumerSpec: Sendable {
+    let id: UInt64
+    let queue: String
+    let prefetch: UInt16
+    let arguments: AMQPTable
+    let continuation: AsyncThrowingStream<AMQPDelivery, any Error>.Continuation
+}
+
+/// A synchronous broker call run on the I/O thread's admin channel. `run` returns the error it
+/// reported (so the thread can reopen a channel the broker closed); `fail` reports a call that
+/// could not run at all.
+struct AdminCommand: Sendable {
+    let run: @Sendable (RabbitSession, UInt16) -> AMQPError?
+    let fail: @Sendable (AMQPError) -> Void
+}

@@ -1,0 +1,391 @@
+import Foundation
+import Logging
+
+/// The I/O thread of one ``AMQPConnection``: connects, declares, publishes, consumes, reads frames
+/// and reconnects. Everything here runs on that one thread; nothing else touches these fields.
+final class ConnectionWorker: @unchecked Sendable {
+    private let core: ConnectionCore
+    private let configuration: AMQPConfiguration
+    private let topology: AMQPTopology
+    private let logger: Logger
+
+    /// Channel 1 publishes in confirm mode; channel 2 runs admin calls; consumers get 3 and up.
+    private static let publishChannel: UInt16 = 1
+    private static let adminChannel: UInt16 = 2
+    private static let firstConsumerChannel: UInt16 = 3
+    /// Header that carries a mandatory publish's sequence number, so a `basic.return` can be matched
+    /// to the publish it belongs to.
+    static let sequenceHeader = "x-publish-seq"
+
+    private var session: RabbitSession?
+    /// Incremented for every session; deliveries remember theirs so stale acks are dropped.
+    private var generation: UInt64 = 0
+    private var confirms = ConfirmTracker<PendingPublish>()
+    /// Publishes not yet sent, oldest first (from `backlogHead`).
+    private var backlog: [PendingPublish] = []
+    private var backlogHead = 0
+    private var consumers: [UInt64: Consumer] = [:]
+    private var consumerByChannel: [UInt16: UInt64] = [:]
+    private var inbound: [UInt16: InboundMessage] = [:]
+    private var adminChannelOpen = false
+    private var closing = false
+
+    private final class Consumer {
+        let spec: ConsumerSpec
+        var channel: UInt16?
+        var tag: String?
+        init(spec: ConsumerSpec) { self.spec = spec }
+    }
+
+    /// A message arriving in pieces: method, then header, then body frames.
+    private struct InboundMessage {
+        enum Kind {
+            case delivery(tag: UInt64, redelivered: Bool)
+            case returned(replyCode: Int, replyText: String)
+        }
+        var kind: Kind
+        var exchange: String
+        var routingKey: String
+        var properties = AMQPProperties(contentType: nil, persistent: false)
+        var bodySize: Int?
+        var body: [UInt8] = []
+    }
+
+    init(core: ConnectionCore, configuration: AMQPConfiguration, topology: AMQPTopology, logger: Logger) {
+        self.core = core
+        self.configuration = configuration
+        self.topology = topology
+        self.logger = logger
+    }
+
+    // MARK: Main loop
+
+    func main() {
+        var attempt = 0
+        while !closing {
+            do throws(AMQPError) {
+                try connect()
+                attempt = 0
+                try serve()
+            } catch {
+                disconnect(because: error)
+                guard !closing else { break }
+                waitBeforeReconnecting(attempt: attempt)
+                attempt += 1
+            }
+        }
+        finish()
+    }
+
+    private func connect() throws(AMQPError) {
+        generation += 1
+        let session = try RabbitSession(configuration: configuration)
+        self.session = session
+        try session.openChannel(Self.publishChannel)
+        try session.declare(topology, on: Self.publishChannel)
+        try session.enableConfirms(on: Self.publishChannel)
+        for consumer in consumers.values.sorted(by: { $0.spec.id < $1.spec.id }) {
+            try start(consumer, on: session)
+        }
+        core.setConnected()
+        logger.info("connected to the broker", metadata: ["amqp.consumers": "\(consumers.count)"])
+    }
+
+    /// Runs while connected; returns after a requested close, throws when the connection fails.
+    private func serve() throws(AMQPError) {
+        while true {
+            try runCommands()
+            if closing {
+                try drainAndClose()
+                return
+            }
+            try sendBacklog()
+            expireBacklog()
+            try readFrames(mayWait: true)
+        }
+    }
+
+    private func disconnect(because error: AMQPError) {
+        core.setDisconnected(error)
+        if let session {
+            logger.warning("broker connection lost; reconnecting", metadata: ["amqp.error": "\(error.message)"])
+            if error.code == .channelClosed || error.code == .protocolError { session.close() }
+        } else if !closing {
+            logger.warning("cannot connect to the broker", metadata: ["amqp.error": "\(error.message)"])
+        }
+        session = nil
+        let lost = AMQPError(
+            .connectionLost,
+            "the connection to \(configuration.endpointDescription) failed before the broker confirmed this publish (\(error.message))"
+        )
+        for pending in confirms.removeAll() { pending.complete(.failure(lost)) }
+        inbound.removeAll()
+        consumerByChannel.removeAll()
+        for consumer in consumers.values {
+            consumer.channel = nil
+            consumer.tag = nil
+        }
+        adminChannelOpen = false
+    }
+
+    /// Sleeps per the backoff, still answering commands (publishes wait, stale acks are dropped).
+    private func waitBeforeReconnecting(attempt: Int) {
+        let deadline = ContinuousClock.now + configuration.reconnectBackoff.delay(attempt: attempt)
+        while !closing {
+            try? runCommands()
+            expireBacklog()
+            let now = ContinuousClock.now
+            guard now < deadline else { return }
+            core.wait(for: nil, timeout: deadline - now)
+        }
+    }
+
+    private func finish() {
+        let closed = AMQPError(.closed, "the connection to \(configuration.endpointDescription) was closed")
+        for pending in confirms.removeAll() { pending.complete(.failure(closed)) }
+        for pending in backlog[backlogHead...] { pending.complete(.failure(closed)) }
+        backlog.removeAll()
+        backlogHead = 0
+        for consumer in consumers.values { consumer.spec.continuation.finish() }
+        consumers.removeAll()
+        for command in core.markClosed() { reject(command, with: closed) }
+        logger.debug("connection thread finished")
+    }
+
+    // MARK: Commands
+
+    private func runCommands() throws(AMQPError) {
+        for command in core.takeCommands() {
+            switch command {
+            case .publish(let pendings):
+                backlog.append(contentsOf: pendings)
+            case .settle(let settlement, let generation, let channel, let tag, let multiple):
+                guard let session, generation == self.generation else {
+                    logger.debug("ignoring settlement of a delivery from an earlier connection", metadata: ["amqp.delivery_tag": "\(tag)"])
+                    continue
+                }
+                switch settlement {
+                case .ack: try session.ack(tag: tag, multiple: multiple, on: channel)
+                case .nackRequeue: try session.nack(tag: tag, multiple: multiple, requeue: true, on: channel)
+                case .nackDrop: try session.nack(tag: tag, multiple: multiple, requeue: false, on: channel)
+                case .rejectRequeue: try session.reject(tag: tag, requeue: true, on: channel)
+                case .rejectDrop: try session.reject(tag: tag, requeue: false, on: channel)
+                }
+            case .consume(let spec):
+                let consumer = Consumer(spec: spec)
+                consumers[spec.id] = consumer
+                if let session { try start(consumer, on: session) }
+            case .cancel(let id):
+                guard let consumer = consumers.removeValue(forKey: id) else { continue }
+                if let session, let channel = consumer.channel, let tag = consumer.tag {
+                    // The channel stays open so deliveries already handed out can still be acked.
+                    try session.cancel(consumerTag: tag, on: channel)
+                    consumerByChannel[channel] = nil
+                }
+                consumer.spec.continuation.finish()
+            case .admin(let admin):
+                guard let session else {
+                    admin.fail(AMQPError(.connectionLost, "not connected to \(configuration.endpointDescription)" + (core.lastError.map { ": \($0.message)" } ?? "")))
+                    continue
+                }
+                if !adminChannelOpen {
+                    try session.openChannel(Self.adminChannel)
+                    adminChannelOpen = true
+                }
+                if let error = admin.run(session, Self.adminChannel) {
+                    if error.code == .channelClosed {
+                        session.confirmChannelClose(Self.adminChannel)
+                        adminChannelOpen = false
+                    } else if !error.isRetryable || error.code == .timeout {
+                        // a connection-level failure: the session is unusable
+                        throw error
+                    }
+                }
+            case .close:
+                closing = true
+            }
+        }
+    }
+
+    private func reject(_ command: Command, with error: AMQPError) {
+        switch command {
+        case .publish(let pendings): for pending in pendings { pending.complete(.failure(error)) }
+        case .consume(let spec): spec.continuation.finish(throwing: error)
+        case .admin(let admin): admin.fail(error)
+        case .settle, .cancel, .close: break
+        }
+    }
+
+    private func start(_ consumer: Consumer, on session: RabbitSession) throws(AMQPError) {
+        var channel = Self.firstConsumerChannel
+        while consumerByChannel[channel] != nil { channel += 1 }
+        try session.openChannel(channel)
+        consumer.tag = try session.consume(queue: consumer.spec.queue, prefetch: consumer.spec.prefetch, arguments: consumer.spec.arguments, on: channel)
+        consumer.channel = channel
+        consumerByChannel[channel] = consumer.spec.id
+    }
+
+    // MARK: Publishing
+
+    private func sendBacklog() throws(AMQPError) {
+        guard let session else { return }
+        while backlogHead < backlog.count, confirms.count < configuration.maxUnconfirmedPublishes {
+            let pending = backlog[backlogHead]
+            backlogHead += 1
+            let sequence = confirms.register(pending)
+            let headers: AMQPTable = pending.message.mandatory ? [Self.sequenceHeader: .int64(Int64(sequence))] : [:]
+            try session.publish(pending.message, extraHeaders: headers, on: Self.publishChannel)
+        }
+        if backlogHead == backlog.count {
+            backlog.removeAll(keepingCapacity: backlog.count < 65_536)
+            backlogHead = 0
+        } else if backlogHead > 4096 {
+            backlog.removeFirst(backlogHead)
+            backlogHead = 0
+        }
+    }
+
+    /// Fails publishes that could not be sent within the publish timeout (oldest are first).
+    private func expireBacklog() {
+        guard backlogHead < backlog.count else { return }
+        let now = ContinuousClock.now
+        while backlogHead < backlog.count, backlog[backlogHead].deadline <= now {
+            let reason = core.lastError.map { ": \($0.message)" } ?? " (too many unconfirmed publishes)"
+            backlog[backlogHead].complete(.failure(AMQPError(.timeout, "not sent within \(configuration.publishTimeout)\(reason)")))
+            backlogHead += 1
+        }
+    }
+
+    // MARK: Reading
+
+    private func readFrames(mayWait: Bool) throws(AMQPError) {
+        guard let session else { return }
+        if mayWait, !session.hasBufferedInput {
+            let canSendMore = backlogHead < backlog.count && confirms.count < configuration.maxUnconfirmedPublishes
+            core.wait(for: session.socketDescriptor, timeout: canSendMore ? .zero : .milliseconds(250))
+        }
+        var handled = 0
+        // Bounded so commands (acks, publishes) are not starved by a flood of deliveries.
+        while handled < 8192, let frame = try session.nextFrame() {
+            try handle(frame, session: session)
+            handled += 1
+        }
+        session.releaseBuffers()
+    }
+
+    private func handle(_ frame: InboundFrame, session: RabbitSession) throws(AMQPError) {
+        switch frame {
+        case .basicAck(_, let tag, let multiple):
+            for (pending, result) in confirms.settle(tag: tag, multiple: multiple, nack: false) { pending.complete(result) }
+        case .basicNack(_, let tag, let multiple):
+            for (pending, result) in confirms.settle(tag: tag, multiple: multiple, nack: true) { pending.complete(result) }
+        case .basicReturn(let channel, let replyCode, let replyText, let exchange, let routingKey):
+            inbound[channel] = InboundMessage(kind: .returned(replyCode: replyCode, replyText: replyText), exchange: exchange, routingKey: routingKey)
+        case .basicDeliver(let channel, let tag, let redelivered, let exchange, let routingKey):
+            inbound[channel] = InboundMessage(kind: .delivery(tag: tag, redelivered: redelivered), exchange: exchange, routingKey: routingKey)
+        case .header(let channel, let bodySize, let properties):
+            guard inbound[channel] != nil else { throw AMQPError(.protocolError, "content header without a method on channel \(channel)") }
+            inbound[channel]!.properties = properties
+            inbound[channel]!.bodySize = bodySize
+            inbound[channel]!.body.reserveCapacity(bodySize)
+            if bodySize == 0 { complete(channel: channel, session: session) }
+        case .body(let channel, let bytes):
+            guard let size = inbound[channel]?.bodySize else { throw AMQPError(.protocolError, "content body without a header on channel \(channel)") }
+            inbound[channel]!.body.append(contentsOf: bytes)
+            if inbound[channel]!.body.count >= size { complete(channel: channel, session: session) }
+        case .basicCancel(let channel, _):
+            if let id = consumerByChannel.removeValue(forKey: channel), let consumer = consumers.removeValue(forKey: id) {
+                logger.error("the broker cancelled a consumer", metadata: ["amqp.queue": "\(consumer.spec.queue)"])
+                consumer.spec.continuation.finish(
+                    throwing: AMQPError(.channelClosed, "the broker cancelled the consumer of '\(consumer.spec.queue)' (was the queue deleted?)")
+                )
+            }
+        case .channelClose(let channel, let replyCode, let replyText):
+            session.confirmChannelClose(channel)
+            try channelClosed(channel, replyCode: replyCode, replyText: replyText, session: session)
+        case .connectionClose(let replyCode, let replyText):
+            throw AMQPError(.connectionClosed, "the broker closed the connection: \(replyCode) \(replyText)", replyCode: replyCode)
+        case .connectionBlocked(let reason):
+            logger.warning("the broker blocked publishing", metadata: ["amqp.reason": "\(reason)"])
+        case .connectionUnblocked:
+            logger.info("the broker unblocked publishing")
+        case .otherMethod, .heartbeat:
+            break
+        }
+    }
+
+    private func complete(channel: UInt16, session: RabbitSession) {
+        guard let message = inbound.removeValue(forKey: channel) else { return }
+        switch message.kind {
+        case .returned(let replyCode, let replyText):
+            guard let sequence = message.properties.headers[Self.sequenceHeader]?.intValue else { return }
+            confirms.markReturned(
+                sequence: UInt64(sequence),
+                error: AMQPError(
+                    .unroutable,
+                    "no queue is bound to exchange '\(message.exchange)' with routing key '\(message.routingKey)' (\(replyCode) \(replyText))",
+                    replyCode: replyCode
+                )
+            )
+        case .delivery(let tag, let redelivered):
+            var properties = message.properties
+            properties.headers[Self.sequenceHeader] = nil
+            guard let id = consumerByChannel[channel], let consumer = consumers[id] else {
+                // Arrived after a cancel: give it back to the queue.
+                try? session.nack(tag: tag, multiple: false, requeue: true, on: channel)
+                return
+            }
+            consumer.spec.continuation.yield(
+                AMQPDelivery(
+                    body: message.body, properties: properties, exchange: message.exchange, routingKey: message.routingKey,
+                    redelivered: redelivered, deliveryTag: tag, channel: channel, generation: generation, core: core
+                )
+            )
+        }
+    }
+
+    private func channelClosed(_ channel: UInt16, replyCode: Int, replyText: String, session: RabbitSession) throws(AMQPError) {
+        let error = AMQPError(.channelClosed, "the broker closed channel \(channel): \(replyCode) \(replyText)", replyCode: replyCode)
+        inbound[channel] = nil
+        switch channel {
+        case Self.publishChannel:
+            // Publishes after the failing one were discarded by the broker: report them all.
+            logger.error("the broker closed the publish channel", metadata: ["amqp.error": "\(error.message)"])
+            for pending in confirms.removeAll() {
+                pending.complete(.failure(AMQPError(.channelClosed, "publish failed: \(replyCode) \(replyText)", replyCode: replyCode)))
+            }
+            try session.openChannel(Self.publishChannel)
+            try session.enableConfirms(on: Self.publishChannel)
+        case Self.adminChannel:
+            adminChannelOpen = false
+        default:
+            if let id = consumerByChannel.removeValue(forKey: channel), let consumer = consumers.removeValue(forKey: id) {
+                logger.error("the broker closed a consumer's channel", metadata: ["amqp.queue": "\(consumer.spec.queue)", "amqp.error": "\(error.message)"])
+                consumer.spec.continuation.finish(throwing: error)
+            }
+        }
+    }
+
+    // MARK: Closing
+
+    /// Cancels consumers, gives unconfirmed publishes a bounded time, then closes the connection.
+    private func drainAndClose() throws(AMQPError) {
+        guard let session else { return }
+        for consumer in consumers.values {
+            if let channel = consumer.channel, let tag = consumer.tag { try? session.cancel(consumerTag: tag, on: channel) }
+            consumer.spec.continuation.finish()
+        }
+        consumers.removeAll()
+        consumerByChannel.removeAll()
+        let deadline = ContinuousClock.now + min(configuration.publishTimeout, .seconds(5))
+        while (!confirms.isEmpty || backlogHead < backlog.count), ContinuousClock.now < deadline {
+            try runCommands()
+            try sendBacklog()
+            try readFrames(mayWait: true)
+        }
+        session.close()
+        self.session = nil
+        core.setDisconnected(AMQPError(.closed, "closed"))
+        logger.info("disconnected from the broker")
+    }
+}

@@ -1,0 +1,224 @@
+import AMQP
+import Foundation
+import PushCore
+import PushServiceKit
+import Synchronization
+import Testing
+import TestSupport
+
+/// Against the shared RabbitMQ that `make test` starts.
+@Suite struct AMQPBrokerTests {
+    @Test func tenThousandPersistentMessagesArriveExactlyOnce() async throws {
+        let queue = TestServers.uniqueName("amqp.bulk")
+        let count = 10_000
+        try await withConnection(name: "bulk") { connection in
+            try await connection.declare(quorumQueue(queue))
+            let consumer = connection.consume(queue: queue, prefetch: 500)
+
+            let messages = (0..<count).map { message("m\($0)", to: queue) }
+            let results = await connection.publish(messages)
+            let failures = results.filter { if case .failure = $0 { true } else { false } }
+            #expect(failures.isEmpty, "publishes failed: \(failures.prefix(3))")
+
+            let (seen, duplicates) = try await within(.seconds(60), "consuming \(count) messages") { [consumer] in
+                var seen = Set<String>()
+                var duplicates = 0
+                for try await delivery in consumer {
+                    if !seen.insert(delivery.text).inserted { duplicates += 1 }
+                    #expect(delivery.properties.persistent)
+                    #expect(delivery.properties.contentType == "application/json")
+                    delivery.ack()
+                    if seen.count == count { break }
+                }
+                return (seen, duplicates)
+            }
+            consumer.cancel()
+            #expect(seen.count == count)
+            #expect(duplicates == 0)
+            #expect(seen == Set((0..<count).map { "m\($0)" }))
+            let status = try await connection.queueStatus(queue)
+            #expect(status.messages == 0)
+            try await connection.deleteQueue(queue)
+        }
+    }
+
+    @Test func declaringThePushTopologyTwiceIsIdempotent() async throws {
+        let names = PushQueues(prefix: TestServers.uniqueName("topo"))
+        let topology = AMQPTopology.push(names)
+        try await withConnection(name: "topology-1", topology: topology) { first in
+            // A second connection declares everything again, and so does an explicit declare.
+            try await withConnection(name: "topology-2", topology: topology) { second in
+                try await second.declare(topology)
+                #expect(second.isConnected)
+            }
+            for queue in names.allQueueNames {
+                let status = try await first.queueStatus(queue)
+                #expect(status.messages == 0, "\(queue)")
+            }
+            for queue in names.allQueueNames { try await first.deleteQueue(queue) }
+        }
+    }
+
+    @Test func redeclaringWithOtherArgumentsNamesTheQueue() async throws {
+        let queue = TestServers.uniqueName("amqp.mismatch")
+        try await withConnection(name: "mismatch", topology: quorumQueue(queue)) { connection in
+            let classic = AMQPTopology(queues: [AMQPTopology.Queue(name: queue, arguments: ["x-queue-type": "classic"])])
+            await #expect {
+                try await connection.declare(classic)
+            } throws: { error in
+                guard let error = error as? AMQPError else { return false }
+                return error.code == .channelClosed && error.replyCode == 406 && error.message.contains(queue)
+                    && error.message.contains("PRECONDITION_FAILED")
+            }
+            // The connection is still usable afterwards.
+            try await connection.publish(message("after", to: queue))
+            try await connection.deleteQueue(queue)
+        }
+    }
+
+    @Test func aRejectedMessageLandsInTheDeadLetterQueue() async throws {
+        let names = PushQueues(prefix: TestServers.uniqueName("dlx"))
+        try await withConnection(name: "dlx", topology: .push(names)) { connection in
+            try await connection.publish(
+                AMQPOutboundMessage(exchange: names.exchange, routingKey: names.requests.routingKey, body: Array(#"{"id":"poison"}"#.utf8))
+            )
+            let work = connection.consume(queue: names.requests.name, prefetch: 1)
+            let rejected = try await within(.seconds(10), "receiving the work message") { [work] in
+                for try await delivery in work {
+                    delivery.reject(requeue: false)
+                    return delivery.text
+                }
+                return ""
+            }
+            #expect(rejected == #"{"id":"poison"}"#)
+            let dead = connection.consume(queue: names.dead, prefetch: 1)
+            let deadLetter: AMQPDelivery? = try await within(.seconds(10), "receiving the dead letter") { [dead] () -> AMQPDelivery? in
+                for try await delivery in dead {
+                    delivery.ack()
+                    return delivery
+                }
+                return nil
+            }
+            #expect(deadLetter?.text == #"{"id":"poison"}"#)
+            // The broker records where it came from in x-death.
+            #expect(deadLetter?.properties.headers["x-death"] != nil)
+            for queue in names.allQueueNames { try await connection.deleteQueue(queue) }
+        }
+    }
+
+    @Test func aRetryTierSendsTheMessageBackAfterItsDelay() async throws {
+        let names = PushQueues(prefix: TestServers.uniqueName("retry"))
+        try await withConnection(name: "retry", topology: .push(names)) { connection in
+            let tier = names.send.retryQueues[0]
+            #expect(tier.delay == .seconds(1))
+            let work = connection.consume(queue: names.send.name, prefetch: 10)
+            let sent = ContinuousClock.now
+            try await connection.publish(message(#"{"batch":1}"#, to: tier.name))
+            let (text, elapsed) = try await within(.seconds(15), "the retried message") { [work] in
+                for try await delivery in work {
+                    delivery.ack()
+                    return (delivery.text, ContinuousClock.now - sent)
+                }
+                return ("", Duration.zero)
+            }
+            #expect(text == #"{"batch":1}"#)
+            #expect(elapsed >= .milliseconds(900), "came back after \(elapsed)")
+            #expect(elapsed < .seconds(8), "came back after \(elapsed)")
+            for queue in names.allQueueNames { try await connection.deleteQueue(queue) }
+        }
+    }
+
+    @Test func anUnroutableMandatoryPublishIsAnError() async throws {
+        let names = PushQueues(prefix: TestServers.uniqueName("unroutable"))
+        try await withConnection(name: "unroutable", topology: .push(names)) { connection in
+            await #expect {
+                try await connection.publish(AMQPOutboundMessage(exchange: names.exchange, routingKey: "nobody-listens", body: [1]))
+            } throws: { error in
+                guard let error = error as? AMQPError else { return false }
+                return error.code == .unroutable && error.message.contains("nobody-listens") && error.message.contains("NO_ROUTE")
+            }
+            // Not mandatory: confirmed even though no queue takes it (events work this way).
+            try await connection.publish(
+                AMQPOutboundMessage(exchange: names.eventsExchange, routingKey: "delivered", body: [1], mandatory: false)
+            )
+            for queue in names.allQueueNames { try await connection.deleteQueue(queue) }
+        }
+    }
+
+    @Test func publishingToAMissingExchangeReportsTheBrokersReason() async throws {
+        let queue = TestServers.uniqueName("amqp.after-404")
+        try await withConnection(name: "missing-exchange", topology: quorumQueue(queue)) { connection in
+            await #expect {
+                try await connection.publish(AMQPOutboundMessage(exchange: "no-such-exchange", routingKey: "x", body: [1]))
+            } throws: { error in
+                guard let error = error as? AMQPError else { return false }
+                return error.code == .channelClosed && error.replyCode == 404 && error.message.contains("no-such-exchange")
+            }
+            // The publish channel is reopened: later publishes go through.
+            try await connection.publish(message("ok", to: queue))
+            #expect(try await connection.queueStatus(queue).messages == 1)
+            try await connection.deleteQueue(queue)
+        }
+    }
+
+    @Test func multipleAckSettlesEverythingUpToTheTag() async throws {
+        let queue = TestServers.uniqueName("amqp.multiple")
+        try await withConnection(name: "multiple", topology: quorumQueue(queue)) { connection in
+            let results = await connection.publish((0..<100).map { message("\($0)", to: queue) })
+            #expect(results.allSatisfy { (try? $0.get()) != nil })
+            let consumer = connection.consume(queue: queue, prefetch: 100)
+            try await within(.seconds(10), "100 deliveries") { [consumer] in
+                var received = 0
+                for try await delivery in consumer {
+                    received += 1
+                    if received == 100 {
+                        delivery.ack(multiple: true)
+                        break
+                    }
+                }
+            }
+            consumer.cancel()
+            try await eventually("queue drained") { try await connection.queueStatus(queue).messages == 0 }
+            try await connection.deleteQueue(queue)
+        }
+    }
+
+    @Test func nackWithRequeueRedelivers() async throws {
+        let queue = TestServers.uniqueName("amqp.requeue")
+        try await withConnection(name: "requeue", topology: quorumQueue(queue)) { connection in
+            try await connection.publish(message("again", to: queue))
+            let consumer = connection.consume(queue: queue, prefetch: 1)
+            let flags = try await within(.seconds(10), "two deliveries") { [consumer] in
+                var flags: [Bool] = []
+                for try await delivery in consumer {
+                    flags.append(delivery.redelivered)
+                    if flags.count == 1 { delivery.nack(requeue: true) } else {
+                        delivery.ack()
+                        break
+                    }
+                }
+                return flags
+            }
+            #expect(flags == [false, true])
+            try await connection.deleteQueue(queue)
+        }
+    }
+
+    @Test func theConnectionNameIsSentToTheBroker() async throws {
+        // Visible through rabbitmqctl; here we check the login accepts the client properties and the
+        // connection works with a non-ASCII name.
+        try await withConnection(name: "push-tests ✓") { connection in
+            #expect(connection.isConnected)
+        }
+    }
+}
+
+/// Polls `condition` every 50 ms for up to 10 s.
+func eventually(_ what: String, _ condition: () async throws -> Bool) async throws {
+    let deadline = ContinuousClock.now + .seconds(10)
+    while ContinuousClock.now < deadline {
+        if try await condition() { return }
+        try await Task.sleep(for: .milliseconds(50))
+    }
+    Issue.record("\(what): not true within 10 s")
+}

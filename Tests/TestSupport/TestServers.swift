@@ -1,0 +1,95 @@
+import Foundation
+
+/// Where the tests find RabbitMQ and Redis.
+///
+/// `make test` starts one shared RabbitMQ and one shared Redis on loopback (`scripts/test-servers.sh`)
+/// and exports their URLs; tests that need a server use them and fail loudly when they are not there.
+/// Tests that restart a server start a private instance of their own with ``LocalServer``, so they
+/// never disturb the suites running in parallel.
+public enum TestServers {
+    /// The shared RabbitMQ: `PUSH_TEST_AMQP_URL`, default `amqp://guest:guest@127.0.0.1:35672/%2f`.
+    public static var amqpURL: String {
+        ProcessInfo.processInfo.environment["PUSH_TEST_AMQP_URL"] ?? "amqp://guest:guest@127.0.0.1:35672/%2f"
+    }
+
+    /// The shared Redis: `PUSH_TEST_REDIS_URL`, default `redis://127.0.0.1:36379/0`.
+    public static var redisURL: String {
+        ProcessInfo.processInfo.environment["PUSH_TEST_REDIS_URL"] ?? "redis://127.0.0.1:36379/0"
+    }
+
+    /// The package root (the folder holding `Package.swift` and `scripts/`).
+    public static var packageRoot: URL {
+        var url = URL(fileURLWithPath: #filePath)
+        // Tests/TestSupport/TestServers.swift → package root
+        for _ in 0..<3 { url.deleteLastPathComponent() }
+        return url
+    }
+
+    /// A name unique to this process and call, for queues and keys a test owns.
+    public static func uniqueName(_ prefix: String) -> String {
+        "\(prefix).\(ProcessInfo.processInfo.processIdentifier).\(UUID().uuidString.prefix(8).lowercased())"
+    }
+}
+
+/// A private RabbitMQ or Redis started through the project's scripts (`scripts/rabbitmq.sh`,
+/// `scripts/redis.sh`) in its own directory under `.local/`, for tests that stop and restart a server.
+public struct LocalServer: Sendable {
+    public enum Kind: String, Sendable {
+        case rabbitmq
+        case redis
+    }
+
+    public let kind: Kind
+    public let name: String
+    public let port: Int
+
+    public init(_ kind: Kind, name: String, port: Int) {
+        self.kind = kind
+        self.name = name
+        self.port = port
+    }
+
+    /// The URL a client connects to.
+    public var url: String {
+        switch kind {
+        case .rabbitmq: "amqp://guest:guest@127.0.0.1:\(port)/%2f"
+        case .redis: "redis://127.0.0.1:\(port)/0"
+        }
+    }
+
+    /// Starts the server and returns once it accepts clients.
+    public func start() throws { try script("start") }
+
+    /// Stops the server (by PID) and returns once it has exited.
+    public func stop() throws { try script("stop") }
+
+    /// Stops and starts the server again, keeping its data directory.
+    public func restart() throws { try script("restart") }
+
+    private func script(_ verb: String) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/bash")
+        let path = TestServers.packageRoot.appendingPathComponent("scripts/\(kind.rawValue).sh").path
+        process.arguments = [path, verb, "--name", name, "--port", String(port)]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw LocalServerError(
+                command: "\(path) \(verb) --name \(name) --port \(port)",
+                status: process.terminationStatus,
+                output: String(decoding: data, as: UTF8.self)
+            )
+        }
+    }
+}
+
+public struct LocalServerError: Error, CustomStringConvertible {
+    public let command: String
+    public let status: Int32
+    public let output: String
+    public var description: String { "\(command) exited with \(status):\n\(output)" }
+}
