@@ -30,6 +30,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
     ],
     targets: [
         // MARK: C libraries (system-library targets; shims for variadic functions and macros)
@@ -85,11 +86,14 @@ let package = Package(
             name: "PushServiceKit",
             dependencies: [
                 "AMQP",
+                "Redis",
                 "PushCore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Hummingbird", package: "hummingbird"),
             ],
@@ -121,7 +125,15 @@ let package = Package(
         ),
         .testTarget(
             name: "PushServiceKitTests",
-            dependencies: ["PushServiceKit", "TestSupport", .product(name: "Hummingbird", package: "hummingbird")],
+            dependencies: [
+                "PushServiceKit",
+                "PushCore",
+                "TestSupport",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
             swiftSettings: swiftSettings
         ),
         // Locates the servers `make test` started and starts private ones for restart tests.
@@ -142,6 +154,7 @@ var serviceDependencies: [Target.Dependency] {
         "Redis",
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
         .product(name: "Logging", package: "swift-log"),
+        .product(name: "Metrics", package: "swift-metrics"),
         .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
     ]
 }

@@ -70,6 +70,8 @@ public final class AMQPConnection: Service, Sendable {
         let deadline = ContinuousClock.now + timeout
         while !core.isConnected {
             if core.isClosed { throw AMQPError(.closed, "the connection was closed") }
+            // Refused credentials or a bad certificate will not fix themselves: say so now.
+            if let error = core.lastError, !error.isRetryable { throw error }
             guard ContinuousClock.now < deadline else {
                 throw core.lastError ?? AMQPError(.timeout, "not connected to \(configuration.endpointDescription) within \(timeout)")
             }

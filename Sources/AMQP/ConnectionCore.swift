@@ -119,7 +119,9 @@ final class ConnectionCore: Sendable {
         guard mayWait else { return }
         var descriptors = [pollfd(fd: wakeupReader, events: Int16(POLLIN), revents: 0)]
         if let descriptor { descriptors.append(pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)) }
-        let milliseconds = Int32(clamping: timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+        // Rounded up, so a sub-millisecond remainder sleeps 1 ms instead of spinning.
+        let (seconds, attoseconds) = timeout.components
+        let milliseconds = Int32(clamping: seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000)
         _ = poll(&descriptors, nfds_t(descriptors.count), max(milliseconds, 0))
         state.withLock { $0.sleeping = false }
         if descriptors[0].revents != 0 {

@@ -131,10 +131,11 @@ final class ConnectionWorker: @unchecked Sendable {
     /// Sleeps per the backoff, still answering commands (publishes wait, stale acks are dropped).
     private func waitBeforeReconnecting(attempt: Int) {
         let deadline = ContinuousClock.now + configuration.reconnectBackoff.delay(attempt: attempt)
-        while !closing {
+        while true {
             try? runCommands()
             expireBacklog()
             let now = ContinuousClock.now
+            guard !closing else { return }
             guard now < deadline else { return }
             core.wait(for: nil, timeout: deadline - now)
         }

@@ -54,7 +54,8 @@ final class RabbitSession {
         errno = 0
         let status = amqp_socket_open_noblock(socket, configuration.host, Int32(configuration.port), &connectTimeout)
         guard status == AMQP_STATUS_OK.rawValue else {
-            let cause = errno != 0 ? " (\(String(cString: strerror(errno))))" : ""
+            // rabbitmq-c connects without blocking; EINPROGRESS says nothing about why it failed.
+            let cause = errno != 0 && errno != EINPROGRESS && errno != EAGAIN ? " (\(String(cString: strerror(errno))))" : ""
             if status <= AMQP_STATUS_SSL_ERROR.rawValue, status > _AMQP_STATUS_SSL_NEXT_VALUE.rawValue {
                 throw AMQPError(.tlsFailed, "TLS to \(endpoint) failed: \(Self.describe(status))")
             }

@@ -66,24 +66,44 @@ public struct LocalServer: Sendable {
     /// Stops and starts the server again, keeping its data directory.
     public func restart() throws { try script("restart") }
 
+    /// Runs the script with posix_spawn and waitpid: Foundation's `Process.waitUntilExit` was seen
+    /// to miss the exit of a script whose children outlive it (the server it daemonises).
     private func script(_ verb: String) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/bash")
         let path = TestServers.packageRoot.appendingPathComponent("scripts/\(kind.rawValue).sh").path
-        process.arguments = [path, verb, "--name", name, "--port", String(port)]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw LocalServerError(
-                command: "\(path) \(verb) --name \(name) --port \(port)",
-                status: process.terminationStatus,
-                output: String(decoding: data, as: UTF8.self)
-            )
+        let arguments = ["/bin/bash", path, verb, "--name", name, "--port", String(port)]
+        let outputPath = FileManager.default.temporaryDirectory
+            .appendingPathComponent("local-server-\(kind.rawValue)-\(name)-\(UUID().uuidString).log").path
+        defer { unlink(outputPath) }
+
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+
+        let argv = arguments.map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, "/bin/bash", &actions, nil, argv, environ)
+        guard spawned == 0 else {
+            throw LocalServerError(command: arguments.joined(separator: " "), status: -1, output: String(cString: strerror(spawned)))
         }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) == -1, errno == EINTR {}
+        let exitCode = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+        guard exitCode == 0 else {
+            let output = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
+            throw LocalServerError(command: arguments.joined(separator: " "), status: exitCode, output: output)
+        }
+    }
+}
+
+/// Runs blocking work (a server restart) on its own thread, so it does not hold one of the few
+/// threads Swift concurrency runs tasks on while other tasks of the test keep going.
+public func runBlocking<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread { continuation.resume(with: Result { try body() }) }.start()
     }
 }
 

@@ -1,0 +1,38 @@
+# Local development: `make run`, `make test`, `make bench`. See scripts/*.sh for the details
+# (each prints its usage with --help).
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := build
+
+# `make test FILTER=RedisTests` passes `--filter RedisTests` to swift test.
+FILTER ?=
+export FILTER
+
+.PHONY: deps deps-bench build test run bench clean-local
+
+deps:
+	@bash scripts/install-deps.sh
+
+deps-bench:
+	@bash scripts/install-deps.sh --bench
+
+build: deps
+	swift build
+
+# Starts RabbitMQ and Redis for the tests, runs swift test, always stops them (also on failure
+# or Ctrl-C) and exits with swift test's status.
+test: deps
+	@bash scripts/run-tests.sh
+
+# Everything on loopback in the foreground; Ctrl-C stops it all.
+run: build
+	@bash scripts/run-local.sh
+
+bench: deps-bench
+	swift build -c release --product foundation-bench
+	@bash scripts/with-test-servers.sh bash -c \
+	  'PUSH_AMQP_URL="$$PUSH_TEST_AMQP_URL" PUSH_REDIS_URL="$$PUSH_TEST_REDIS_URL" exec swift run -c release --skip-build foundation-bench'
+
+# Stops every local RabbitMQ/Redis instance (by PID) and removes .local.
+clean-local:
+	@bash scripts/clean-local.sh

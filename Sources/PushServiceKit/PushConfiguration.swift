@@ -1,0 +1,189 @@
+import Foundation
+import Logging
+
+/// What every service reads at start (CONTRACT.md, "Environment"), with its defaults.
+///
+/// Read with ``load(environment:defaults:)``, or ``init(reader:defaults:)`` when the service reads keys
+/// of its own through the same ``PushConfigurationReader``. Values come from environment variables,
+/// then from the JSON file named by `PUSH_CONFIG_FILE` (same key names; the environment wins), then
+/// from `defaults`. Every key:
+///
+/// | key | property | default | accepted values |
+/// |---|---|---|---|
+/// | `PUSH_AMQP_URL` | ``amqpURL`` | `amqp://guest:guest@127.0.0.1:5672/%2f` | `amqp://` or `amqps://` URL with a host |
+/// | `PUSH_REDIS_URL` | ``redisURL`` | `redis://127.0.0.1:6379/0` | `redis://` or `rediss://` URL with a host, optional `/<db>` |
+/// | `PUSH_APPS_FILE` | ``appsFile`` | `config/apps.json` | a path (read by ``loadAppsFile(requireCredentialFiles:)``) |
+/// | `PUSH_APNS_ENDPOINT` | ``apnsEndpoint`` | none: per app, production or sandbox | `https://host[:port]`, no path |
+/// | `PUSH_APNS_CA_FILE` | ``apnsCAFile`` | none: the system trust store | a PEM path |
+/// | `PUSH_LOCALIZATION_DIR` | ``localizationDir`` | `localization` | a directory path |
+/// | `PUSH_HTTP_PORT` | ``httpPort`` | per service (``DefaultHTTPPort``) | 1–65535 |
+/// | `PUSH_HTTP_HOST` | ``httpHost`` | `0.0.0.0` (containers) | a host name or IP address |
+/// | `PUSH_LOG_LEVEL` | ``logLevel`` | `info` | trace, debug, info, notice, warning, error, critical |
+/// | `PUSH_LOG_FORMAT` | ``logFormat`` | `text` | text, json |
+/// | `PUSH_SHUTDOWN_TIMEOUT_S` | ``shutdownTimeout`` | `30` | seconds (> 0) SIGTERM may take before in-flight work is cancelled |
+/// | `PUSH_CONFIG_FILE` | (``PushConfigurationReader/configFile``) | none | a JSON file of the keys above |
+///
+/// A bad value throws a ``ConfigurationError`` naming the key, e.g.
+/// `PUSH_HTTP_PORT: "80a" is not a port number (1–65535)`. Unknown `PUSH_*` keys are not errors; log
+/// them with ``PushConfigurationReader/warnAboutUnknownKeys(known:logger:)``.
+public struct PushConfiguration: Sendable, Hashable {
+    /// RabbitMQ (`amqps://` for TLS).
+    public var amqpURL: URL
+    /// Redis.
+    public var redisURL: URL
+    /// The apps file: per-app APNs credentials, ingest keys and limits.
+    public var appsFile: String
+    /// Overrides every app's APNs endpoint, e.g. `https://127.0.0.1:2197` for `apns-sandbox`.
+    public var apnsEndpoint: URL?
+    /// Extra CA certificates (PEM) to trust for APNs, e.g. `apns-sandbox`'s.
+    public var apnsCAFile: String?
+    /// The `<locale>.strings` catalogs for server-side localisation.
+    public var localizationDir: String
+    /// The service's HTTP listener: `/healthz`, `/readyz`, `/metrics` (and push-ingest's API).
+    public var httpPort: Int
+    /// The address the listener binds to.
+    public var httpHost: String
+    /// The lowest level logged.
+    public var logLevel: Logger.Level
+    /// Text or one JSON object per line.
+    public var logFormat: LogFormat
+    /// How long graceful shutdown (draining in-flight work) may take before the work is cancelled.
+    public var shutdownTimeout: Duration
+
+    /// The defaults, with the service's own port: `PushConfiguration(httpPort: DefaultHTTPPort.send)`.
+    public init(
+        httpPort: Int,
+        amqpURL: URL = PushConfiguration.defaultAMQPURL,
+        redisURL: URL = PushConfiguration.defaultRedisURL,
+        appsFile: String = "config/apps.json",
+        apnsEndpoint: URL? = nil,
+        apnsCAFile: String? = nil,
+        localizationDir: String = "localization",
+        httpHost: String = "0.0.0.0",
+        logLevel: Logger.Level = .info,
+        logFormat: LogFormat = .text,
+        shutdownTimeout: Duration = .seconds(30)
+    ) {
+        self.amqpURL = amqpURL
+        self.redisURL = redisURL
+        self.appsFile = appsFile
+        self.apnsEndpoint = apnsEndpoint
+        self.apnsCAFile = apnsCAFile
+        self.localizationDir = localizationDir
+        self.httpPort = httpPort
+        self.httpHost = httpHost
+        self.logLevel = logLevel
+        self.logFormat = logFormat
+        self.shutdownTimeout = shutdownTimeout
+    }
+
+    /// `amqp://guest:guest@127.0.0.1:5672/%2f`
+    public static let defaultAMQPURL = URL(string: "amqp://guest:guest@127.0.0.1:5672/%2f")!
+    /// `redis://127.0.0.1:6379/0`
+    public static let defaultRedisURL = URL(string: "redis://127.0.0.1:6379/0")!
+
+    /// The default `PUSH_HTTP_PORT` of each service.
+    public enum DefaultHTTPPort {
+        /// push-ingest's API and admin listener.
+        public static let ingest = 8080
+        /// push-render's admin listener.
+        public static let render = 9101
+        /// push-send's admin listener.
+        public static let send = 9102
+        /// push-feedback's admin listener.
+        public static let feedback = 9103
+    }
+
+    /// Every key this type reads, plus `PUSH_CONFIG_FILE`.
+    public static let keys: Set<String> = [
+        "PUSH_AMQP_URL", "PUSH_REDIS_URL", "PUSH_APPS_FILE", "PUSH_APNS_ENDPOINT", "PUSH_APNS_CA_FILE",
+        "PUSH_LOCALIZATION_DIR", "PUSH_HTTP_PORT", "PUSH_HTTP_HOST", "PUSH_LOG_LEVEL", "PUSH_LOG_FORMAT",
+        "PUSH_SHUTDOWN_TIMEOUT_S", PushConfigurationReader.configFileKey,
+    ]
+}
+
+// MARK: - Loading
+
+extension PushConfiguration {
+    /// Reads the environment and the optional config file.
+    ///
+    /// - Parameters:
+    ///   - environment: The process environment; tests pass a dictionary.
+    ///   - defaults: The values of unset keys, e.g. `PushConfiguration(httpPort: DefaultHTTPPort.render)`.
+    /// - Throws: ``ConfigurationError`` naming the key (or the config file) that is wrong.
+    public static func load(
+        environment: [String: String] = ProcessInfo.processInfo.environment,
+        defaults: PushConfiguration
+    ) async throws(ConfigurationError) -> PushConfiguration {
+        let reader = try await PushConfigurationReader.load(environment: environment)
+        return try PushConfiguration(reader: reader, defaults: defaults)
+    }
+
+    /// Reads every key of the table above through `reader`, using `defaults` for unset keys.
+    public init(reader: PushConfigurationReader, defaults: PushConfiguration) throws(ConfigurationError) {
+        let amqpURL = try reader.url(
+            "PUSH_AMQP_URL",
+            schemes: ["amqp", "amqps"],
+            expected: "an AMQP URL (amqp://user:password@host:port/vhost, or amqps:// for TLS)"
+        )
+        let redisURL = try reader.url(
+            "PUSH_REDIS_URL",
+            schemes: ["redis", "rediss"],
+            expected: "a Redis URL (redis://[:password@]host:port/db, or rediss:// for TLS)"
+        )
+        if let redisURL, let text = reader.string("PUSH_REDIS_URL") {
+            let database = redisURL.path.hasPrefix("/") ? String(redisURL.path.dropFirst()) : redisURL.path
+            if !database.isEmpty, Int(database) == nil {
+                throw reader.invalidValue("PUSH_REDIS_URL", text, "has a database that is not a number (redis://host:port/<db>)")
+            }
+        }
+        let apnsEndpoint = try reader.url(
+            "PUSH_APNS_ENDPOINT",
+            schemes: ["https"],
+            expected: "an https URL with a host and optional port (e.g. https://127.0.0.1:2197)"
+        )
+        if let apnsEndpoint, let text = reader.string("PUSH_APNS_ENDPOINT") {
+            let pathIsEmpty = apnsEndpoint.path.isEmpty || apnsEndpoint.path == "/"
+            if !pathIsEmpty || apnsEndpoint.query != nil || apnsEndpoint.fragment != nil || apnsEndpoint.user != nil {
+                throw reader.invalidValue(
+                    "PUSH_APNS_ENDPOINT",
+                    text,
+                    "is not an https URL with a host and optional port only (e.g. https://127.0.0.1:2197, no path)"
+                )
+            }
+            if let port = apnsEndpoint.port, !(1...65535).contains(port) {
+                throw reader.invalidValue("PUSH_APNS_ENDPOINT", text, "has a port outside 1–65535")
+            }
+        }
+        let httpHost = try reader.value("PUSH_HTTP_HOST", default: defaults.httpHost, expected: "a host name or IP address") { text in
+            text.isEmpty || text.contains(where: { $0.isWhitespace || $0 == "/" }) ? nil : text
+        }
+        let logLevel = try reader.value(
+            "PUSH_LOG_LEVEL",
+            default: defaults.logLevel,
+            expected: "a log level (\(Logger.Level.allCases.map(\.rawValue).joined(separator: ", ")))"
+        ) { text in
+            Logger.Level(rawValue: text.lowercased())
+        }
+        let logFormat = try reader.value(
+            "PUSH_LOG_FORMAT",
+            default: defaults.logFormat,
+            expected: "a log format (\(LogFormat.allCases.map(\.rawValue).joined(separator: ", ")))"
+        ) { text in
+            LogFormat(rawValue: text.lowercased())
+        }
+        self.init(
+            httpPort: try reader.port("PUSH_HTTP_PORT", default: defaults.httpPort),
+            amqpURL: amqpURL ?? defaults.amqpURL,
+            redisURL: redisURL ?? defaults.redisURL,
+            appsFile: reader.string("PUSH_APPS_FILE", default: defaults.appsFile),
+            apnsEndpoint: apnsEndpoint ?? defaults.apnsEndpoint,
+            apnsCAFile: reader.string("PUSH_APNS_CA_FILE") ?? defaults.apnsCAFile,
+            localizationDir: reader.string("PUSH_LOCALIZATION_DIR", default: defaults.localizationDir),
+            httpHost: httpHost,
+            logLevel: logLevel,
+            logFormat: logFormat,
+            shutdownTimeout: try reader.seconds("PUSH_SHUTDOWN_TIMEOUT_S", default: defaults.shutdownTimeout)
+        )
+    }
+}

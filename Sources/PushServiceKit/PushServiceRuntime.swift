@@ -1,0 +1,70 @@
+public import AMQP
+import Foundation
+public import Logging
+public import Redis
+public import ServiceLifecycle
+
+/// What every push service stands on: its configuration, logger, broker connection (with the push
+/// topology declared), Redis client, and the admin listener whose `/readyz` reports on both.
+///
+/// Executables call ``bootstrap(name:defaultHTTPPort:)`` once, add their own services and call
+/// ``run(services:)``; tests build it with ``init(name:configuration:logger:)`` instead.
+public struct PushServiceRuntime: Sendable {
+    public let name: String
+    public let configuration: PushConfiguration
+    public let logger: Logger
+    public let amqp: AMQPConnection
+    public let redis: RedisClient
+
+    /// Builds the clients (they connect in the background once run). Throws when a URL is unusable.
+    public init(name: String, configuration: PushConfiguration, logger: Logger) throws {
+        self.name = name
+        self.configuration = configuration
+        self.logger = logger
+        let host = ProcessInfo.processInfo.hostName
+        let amqpConfiguration = try AMQPConfiguration(url: configuration.amqpURL.absoluteString, connectionName: "\(name)@\(host)")
+        self.amqp = AMQPConnection(configuration: amqpConfiguration, topology: .push, logger: logger)
+        let redisConfiguration = try RedisConfiguration(url: configuration.redisURL.absoluteString)
+        self.redis = RedisClient(configuration: redisConfiguration, logger: logger)
+    }
+
+    /// Loads configuration from the environment (and `PUSH_CONFIG_FILE`), sets up logging and
+    /// metrics, and builds the runtime. Configuration errors name the key and stop the process.
+    public static func bootstrap(name: String, defaultHTTPPort: Int) async throws -> PushServiceRuntime {
+        let configuration = try await PushConfiguration.load(defaults: PushConfiguration(httpPort: defaultHTTPPort))
+        PushLogging.bootstrap(configuration)
+        PushMetrics.bootstrap()
+        var logger = Logger(label: name)
+        logger.logLevel = configuration.logLevel
+        return try PushServiceRuntime(name: name, configuration: configuration, logger: logger)
+    }
+
+    /// `/readyz` is ready when the broker connection is up with its topology declared and every
+    /// Redis connection is up; otherwise it names what is missing and the last error.
+    public var readinessChecks: [ReadinessCheck] {
+        let amqp = self.amqp
+        let redis = self.redis
+        return [
+            ReadinessCheck("amqp") {
+                amqp.isConnected ? .ready : .notReady(amqp.lastError?.message ?? "connecting to \(amqp.configuration.endpointDescription)")
+            },
+            ReadinessCheck("redis") {
+                redis.isConnected ? .ready : .notReady("not connected to \(redis.configuration.endpoint)")
+            },
+        ]
+    }
+
+    /// Runs the admin listener, the broker connection, Redis and then `services` until SIGTERM or
+    /// SIGINT. Shutdown goes in reverse: `services` drain first, then the clients close, and the
+    /// admin listener stops last.
+    public func run(services: [any Service]) async throws {
+        logger.info("starting", metadata: ["push.service": "\(name)", "push.admin_port": "\(configuration.httpPort)"])
+        let admin = buildAdminServer(configuration: configuration, readiness: readinessChecks, logger: logger)
+        try await runService(
+            services: [amqp, redis] + services,
+            adminServer: admin,
+            shutdownTimeout: configuration.shutdownTimeout,
+            logger: logger
+        )
+    }
+}

@@ -1,0 +1,59 @@
+/// Something that runs Redis commands: a ``RedisConnection`` or a ``RedisClient`` (a pool of them).
+///
+/// The two primitives return raw replies — an `-ERR` reply is ``RedisReply/error(_:)``, not a thrown
+/// error, so a pipeline reports each command's outcome. The conveniences built on them (``execute(_:)``,
+/// ``evalScript(_:keys:args:)``) throw ``RedisError/Code/serverError`` instead.
+///
+/// Every call is bounded: by the command timeout while connected, and by the command timeout plus at
+/// most one connect timeout while Redis is unreachable. A call is not cancellable once queued (the
+/// command may already be on the wire); its timeout bounds it instead.
+public protocol RedisCommandExecutor: Sendable {
+    /// Sends one command and returns its reply; `-ERR` replies come back as ``RedisReply/error(_:)``.
+    func send(_ command: RedisCommand) async throws(RedisError) -> RedisReply
+
+    /// Sends all commands in one write and returns their replies in order. Cheaper than concurrent
+    /// ``send(_:)`` calls: one continuation for the batch, and no command from another caller in between.
+    func pipeline(_ commands: [RedisCommand]) async throws(RedisError) -> [RedisReply]
+}
+
+extension RedisCommandExecutor {
+    /// `send(["GET", key])` without building a ``RedisCommand`` first.
+    public func send(_ arguments: String...) async throws(RedisError) -> RedisReply {
+        try await send(RedisCommand(arguments))
+    }
+
+    /// Like ``send(_:)``, but an error reply is thrown as ``RedisError/Code/serverError``.
+    @discardableResult
+    public func execute(_ command: RedisCommand) async throws(RedisError) -> RedisReply {
+        try await send(command).throwingServerError()
+    }
+
+    /// Like ``send(_:)``, but an error reply is thrown as ``RedisError/Code/serverError``.
+    @discardableResult
+    public func execute(_ arguments: String...) async throws(RedisError) -> RedisReply {
+        try await send(RedisCommand(arguments)).throwingServerError()
+    }
+
+    /// Runs `script` with `EVALSHA`; if Redis does not know it (`NOSCRIPT`, after a restart or
+    /// `SCRIPT FLUSH`), sends the source once with `EVAL`, which runs it and caches it for the next
+    /// `EVALSHA`. An error raised by the script is thrown as ``RedisError/Code/serverError``.
+    public func evalScript(_ script: RedisScript, keys: [String] = [], args: [String] = []) async throws(RedisError) -> RedisReply {
+        try await evalScript(script, keys: keys.map { Array($0.utf8) }, args: args.map { Array($0.utf8) })
+    }
+
+    /// ``evalScript(_:keys:args:)`` with binary keys and arguments.
+    public func evalScript(_ script: RedisScript, keys: [[UInt8]], args: [[UInt8]]) async throws(RedisError) -> RedisReply {
+        func command(_ name: String, _ body: String) -> RedisCommand {
+            var command: RedisCommand = [name, body]
+            command.append(keys.count)
+            command.append(contentsOf: keys)
+            command.append(contentsOf: args)
+            return command
+        }
+        let reply = try await send(command("EVALSHA", script.sha1))
+        if case .error(let message) = reply, message.hasPrefix("NOSCRIPT") {
+            return try await send(command("EVAL", script.source)).throwingServerError()
+        }
+        return try reply.throwingServerError()
+    }
+}

@@ -1,0 +1,153 @@
+import AMQP
+import Foundation
+import Synchronization
+import Testing
+import TestSupport
+
+/// Clear errors, within their timeouts, when the broker cannot be used.
+@Suite struct AMQPFailureTests {
+    private var brokerPort: Int {
+        (try? AMQPConfiguration(url: TestServers.amqpURL, connectionName: "x").port) ?? 35672
+    }
+
+    @Test func aWrongPasswordIsARefusedLogin() async throws {
+        let connection = AMQPConnection(
+            configuration: try AMQPConfiguration(url: "amqp://guest:wrong@127.0.0.1:\(brokerPort)/%2f", connectionName: "bad-password"),
+            logger: testLogger
+        )
+        let started = ContinuousClock.now
+        await #expect {
+            try await connection.waitUntilConnected(timeout: .seconds(5))
+        } throws: { error in
+            guard let error = error as? AMQPError else { return false }
+            return error.code == .loginRefused && error.message.contains("ACCESS_REFUSED") && error.message.contains("guest")
+        }
+        #expect(ContinuousClock.now - started < .seconds(6))
+        await connection.close()
+    }
+
+    @Test func anUnknownVirtualHostIsARefusedLogin() async throws {
+        let connection = AMQPConnection(
+            configuration: try AMQPConfiguration(url: "amqp://guest:guest@127.0.0.1:\(brokerPort)/no-such-vhost", connectionName: "bad-vhost"),
+            logger: testLogger
+        )
+        await #expect {
+            try await connection.waitUntilConnected(timeout: .seconds(5))
+        } throws: { error in
+            guard let error = error as? AMQPError else { return false }
+            return error.code == .loginRefused && error.message.contains("no-such-vhost")
+        }
+        await connection.close()
+    }
+
+    @Test func anUnreachablePortFailsWithinTheConnectTimeout() async throws {
+        var configuration = try AMQPConfiguration(url: "amqp://127.0.0.1:1/%2f?connection_timeout=1000", connectionName: "unreachable")
+        configuration.publishTimeout = .seconds(1)
+        let connection = AMQPConnection(configuration: configuration, logger: testLogger)
+        let started = ContinuousClock.now
+        await #expect {
+            try await connection.waitUntilConnected(timeout: .seconds(3))
+        } throws: { error in
+            guard let error = error as? AMQPError else { return false }
+            return error.code == .connectionFailed && error.message.contains("127.0.0.1:1") && error.isRetryable
+        }
+        #expect(ContinuousClock.now - started < .seconds(4))
+
+        // A publish waits at most the publish timeout and says why it could not be sent.
+        let publishStarted = ContinuousClock.now
+        await #expect {
+            try await connection.publish(AMQPOutboundMessage(exchange: "", routingKey: "q", body: [1]))
+        } throws: { error in
+            guard let error = error as? AMQPError else { return false }
+            return error.code == .timeout && error.message.contains("127.0.0.1:1")
+        }
+        #expect(ContinuousClock.now - publishStarted < .seconds(3))
+        await connection.close()
+    }
+
+    @Test func aClosedConnectionRefusesWorkAtOnce() async throws {
+        try await withConnection(name: "closed") { connection in
+            await connection.close()
+            await #expect {
+                try await connection.publish(AMQPOutboundMessage(exchange: "", routingKey: "q", body: [1]))
+            } throws: { error in
+                (error as? AMQPError)?.code == .closed
+            }
+            #expect(!connection.isConnected)
+        }
+    }
+}
+
+/// A publisher and a consumer across a broker restart, on a private broker this test restarts.
+@Suite(.serialized) struct AMQPRestartTests {
+    @Test func publisherAndConsumerKeepGoingAcrossABrokerRestart() async throws {
+        let broker = LocalServer(.rabbitmq, name: "amqp-restart-test", port: 35681)
+        try await runBlocking { try broker.start() }
+        defer { try? broker.stop() }
+
+        let queue = "restart.stream"
+        let total = 3000
+        let confirmed = LockedSet()
+        let consumed = LockedSet()
+        var restarted = false
+
+        try await withConnection(url: broker.url, name: "restart-consumer", topology: quorumQueue(queue)) { consumerConnection in
+            try await withConnection(url: broker.url, name: "restart-publisher", topology: quorumQueue(queue)) { publisher in
+                let consumer = consumerConnection.consume(queue: queue, prefetch: 200)
+                let consuming = Task {
+                    for try await delivery in consumer {
+                        if let number = Int(delivery.text) { consumed.insert(number) }
+                        delivery.ack()
+                        if consumed.count == total { break }
+                    }
+                }
+
+                // Publish in small batches; a failed publish (connection lost, timeout) is retried, as a
+                // real publisher must; only confirmed ones are counted.
+                var next = 0
+                var attempts = 0
+                var pending: [Int] = []
+                while (next < total || !pending.isEmpty), attempts < 2000 {
+                    attempts += 1
+                    while pending.count < 50, next < total {
+                        pending.append(next)
+                        next += 1
+                    }
+                    let results = await publisher.publish(pending.map { message(String($0), to: queue) })
+                    var retry: [Int] = []
+                    for (number, result) in zip(pending, results) {
+                        if case .success = result { confirmed.insert(number) } else { retry.append(number) }
+                    }
+                    pending = retry
+                    if !retry.isEmpty { try await Task.sleep(for: .milliseconds(200)) }
+                    if next >= total / 3, !restarted {
+                        restarted = true
+                        try await runBlocking { try broker.restart() }
+                    }
+                }
+                #expect(restarted)
+                #expect(confirmed.count == total, "every message is eventually confirmed")
+
+                try await within(.seconds(90), "consuming every confirmed message") {
+                    while true {
+                        let missing = confirmed.values.subtracting(consumed.values)
+                        if missing.isEmpty { return }
+                        try await Task.sleep(for: .milliseconds(100))
+                    }
+                }
+                consuming.cancel()
+                let missing = confirmed.values.subtracting(consumed.values)
+                #expect(missing.isEmpty, "confirmed but never consumed: \(missing.sorted().prefix(10))")
+                try await publisher.deleteQueue(queue)
+            }
+        }
+    }
+}
+
+/// A set shared between the test body and its consumer task.
+final class LockedSet: Sendable {
+    private let storage = Mutex(Set<Int>())
+    func insert(_ value: Int) { storage.withLock { _ = $0.insert(value) } }
+    var count: Int { storage.withLock { $0.count } }
+    var values: Set<Int> { storage.withLock { $0 } }
+}

@@ -1,0 +1,203 @@
+#!/usr/bin/env bash
+# `make run`: the whole stack on loopback, in the foreground.
+#
+#   scripts/run-local.sh
+#
+# Starts RabbitMQ `dev` (127.0.0.1:5672) and Redis `dev` (127.0.0.1:6379) with scripts/rabbitmq.sh
+# and scripts/redis.sh (data kept between runs), then each service executable that was built:
+#   apns-sandbox   --port 2197 --admin-port 2198 --ca-out <local dir>/apns-sandbox-ca.pem
+#   push-ingest    PUSH_HTTP_PORT=8080     push-render  PUSH_HTTP_PORT=9101
+#   push-send      PUSH_HTTP_PORT=9102     push-feedback PUSH_HTTP_PORT=9103
+# with PUSH_AMQP_URL, PUSH_REDIS_URL and (when apns-sandbox runs) PUSH_APNS_ENDPOINT and
+# PUSH_APNS_CA_FILE set; every output line is prefixed with the service's name.
+# Ctrl-C, SIGTERM or SIGHUP, or any service exiting, stops everything: SIGTERM to the four
+# services (SIGKILL after PUSH_RUN_STOP_TIMEOUT s, default 20), then apns-sandbox, then RabbitMQ and
+# Redis. With PUSH_RUN_KEEP_GOING=1 a service that exits is reported and the others keep running.
+# Environment: PUSH_BIN_DIR (default <package root>/.build/debug), PUSH_LOCAL_DIR, and any PUSH_*
+# setting the services read (PUSH_LOG_LEVEL, PUSH_APPS_FILE, ...).
+set -uo pipefail
+
+SCRIPTS="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=scripts/lib.sh
+. "$SCRIPTS/lib.sh"
+PROG=run-local
+
+case ${1:-} in
+    "") ;;
+    -h | --help)
+        sed -n '2,19s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+        exit 0
+        ;;
+    *)
+        echo "usage: scripts/run-local.sh" >&2
+        exit 2
+        ;;
+esac
+
+cd "$PUSH_ROOT" || exit 1
+BIN_DIR="${PUSH_BIN_DIR:-$PUSH_ROOT/.build/debug}"
+AMQP_PORT=5672
+REDIS_PORT=6379
+SANDBOX_PORT=2197
+SANDBOX_ADMIN_PORT=2198
+CA_FILE="$PUSH_LOCAL_DIR/apns-sandbox-ca.pem"
+STOP_TIMEOUT="${PUSH_RUN_STOP_TIMEOUT:-20}"
+
+log() { printf '%-13s | %s\n' "$PROG" "$*"; }
+
+SERVICE_PIDS=() # the four services
+SANDBOX_PID=""
+declare -A NAME_OF=()
+servers_started=""
+stopping=""
+
+# prefix NAME: copies stdin to stdout with "NAME | " in front of every line. It ignores the
+# terminal's signals so it keeps forwarding while its service shuts down, and ends at EOF.
+prefix() {
+    trap '' INT TERM HUP
+    exec sed -u "s/^/$(printf '%-13s' "$1") | /"
+}
+
+# launch NAME CMD...: starts CMD in its own session (so Ctrl-C in the terminal reaches only this
+# script, which then stops the services in order), output prefixed; sets LAUNCHED_PID.
+launch() {
+    local name=$1
+    shift
+    setsid "$@" </dev/null > >(prefix "$name") 2>&1 &
+    LAUNCHED_PID=$!
+    NAME_OF[$LAUNCHED_PID]=$name
+    log "started $name (pid $LAUNCHED_PID)"
+}
+
+# stop_pids PID...: SIGTERM, wait up to STOP_TIMEOUT s, SIGKILL what is left, reap.
+stop_pids() {
+    local pid live=()
+    for pid in "$@"; do alive "$pid" && live+=("$pid"); done
+    ((${#live[@]})) || return 0
+    for pid in "${live[@]}"; do
+        log "stopping ${NAME_OF[$pid]} (pid $pid)"
+        kill -TERM "$pid" 2>/dev/null
+    done
+    if ! wait_gone "$STOP_TIMEOUT" "${live[@]}"; then
+        for pid in "${live[@]}"; do
+            if alive "$pid"; then
+                log "${NAME_OF[$pid]} did not stop within ${STOP_TIMEOUT}s; killing it"
+                # (disowned first, or bash reports the job as "Killed" with a confusing line number)
+                disown "$pid" 2>/dev/null
+                kill -KILL "$pid" 2>/dev/null
+            fi
+        done
+        wait_gone 5 "${live[@]}"
+    fi
+    for pid in "${live[@]}"; do wait "$pid" 2>/dev/null; done
+    return 0
+}
+
+cleanup() {
+    [[ -n $stopping ]] && return 0
+    stopping=1
+    trap '' INT TERM HUP
+    ((${#SERVICE_PIDS[@]})) && stop_pids "${SERVICE_PIDS[@]}"
+    [[ -n $SANDBOX_PID ]] && stop_pids "$SANDBOX_PID"
+    if [[ -n $servers_started ]]; then
+        bash "$SCRIPTS/rabbitmq.sh" stop --name dev 2>&1 | sed -u "s/^/$(printf '%-13s' rabbitmq) | /"
+        bash "$SCRIPTS/redis.sh" stop --name dev 2>&1 | sed -u "s/^/$(printf '%-13s' redis) | /"
+    fi
+    log "everything stopped"
+}
+
+on_signal() {
+    log "caught SIG$1; stopping everything"
+    cleanup
+    exit "$2"
+}
+trap 'on_signal INT 130' INT
+trap 'on_signal TERM 143' TERM
+trap 'on_signal HUP 129' HUP
+trap cleanup EXIT
+
+# --- which services exist -------------------------------------------------------------------
+SERVICES=(push-ingest push-render push-send push-feedback)
+declare -A HTTP_PORT=([push-ingest]=8080 [push-render]=9101 [push-send]=9102 [push-feedback]=9103)
+present=()
+for s in apns-sandbox "${SERVICES[@]}"; do
+    [[ -x $BIN_DIR/$s ]] && present+=("$s")
+done
+if ((${#present[@]} == 0)); then
+    log "no service executable in $BIN_DIR; run 'swift build' (or 'make run') first"
+    exit 1
+fi
+log "services found in $BIN_DIR: ${present[*]}"
+
+# --- RabbitMQ and Redis ---------------------------------------------------------------------
+servers_started=1
+bash "$SCRIPTS/redis.sh" start --name dev --port "$REDIS_PORT" || exit 1
+bash "$SCRIPTS/rabbitmq.sh" start --name dev --port "$AMQP_PORT" || exit 1
+
+export PUSH_AMQP_URL="amqp://guest:guest@127.0.0.1:$AMQP_PORT/%2f"
+export PUSH_REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0"
+
+# --- apns-sandbox first: the services trust the CA it writes ---------------------------------
+if [[ -x $BIN_DIR/apns-sandbox ]]; then
+    rm -f "$CA_FILE"
+    launch apns-sandbox "$BIN_DIR/apns-sandbox" --port "$SANDBOX_PORT" --admin-port "$SANDBOX_ADMIN_PORT" \
+        --ca-out "$CA_FILE"
+    SANDBOX_PID=$LAUNCHED_PID
+    deadline=$(($(now_ms) + 30000))
+    while [[ ! -s $CA_FILE ]]; do
+        if ! alive "$SANDBOX_PID"; then
+            st=0
+            wait "$SANDBOX_PID" || st=$?
+            log "apns-sandbox exited with status $st before writing $CA_FILE"
+            SANDBOX_PID=""
+            [[ ${PUSH_RUN_KEEP_GOING:-} == 1 ]] && break
+            exit 1
+        fi
+        if (($(now_ms) >= deadline)); then
+            log "warning: apns-sandbox has not written $CA_FILE after 30 s; starting the services anyway"
+            break
+        fi
+        sleep 0.1
+    done
+    if [[ -n $SANDBOX_PID ]]; then
+        export PUSH_APNS_ENDPOINT="https://127.0.0.1:$SANDBOX_PORT"
+        export PUSH_APNS_CA_FILE="$CA_FILE"
+    fi
+else
+    log "apns-sandbox was not built; the services use the APNs endpoints of the apps file"
+fi
+
+# --- the four services ------------------------------------------------------------------------
+for s in "${SERVICES[@]}"; do
+    [[ -x $BIN_DIR/$s ]] || continue
+    launch "$s" env PUSH_HTTP_PORT="${HTTP_PORT[$s]}" "$BIN_DIR/$s"
+    SERVICE_PIDS+=("$LAUNCHED_PID")
+done
+log "running; press Ctrl-C to stop everything"
+
+# --- wait: the first service to exit stops the stack (unless PUSH_RUN_KEEP_GOING=1) -----------
+while :; do
+    all=("${SERVICE_PIDS[@]}")
+    [[ -n $SANDBOX_PID ]] && all+=("$SANDBOX_PID")
+    if ((${#all[@]} == 0)); then
+        log "no service is running any more"
+        exit 1
+    fi
+    exited=""
+    wait -n -p exited "${all[@]}"
+    st=$?
+    # A trapped signal interrupts wait; its handler stops everything and exits.
+    [[ -n $exited ]] || continue
+    log "${NAME_OF[$exited]} exited with status $st"
+    if [[ ${PUSH_RUN_KEEP_GOING:-} != 1 ]]; then
+        log "stopping everything"
+        exit $((st == 0 ? 1 : st))
+    fi
+    if [[ $exited == "$SANDBOX_PID" ]]; then
+        SANDBOX_PID=""
+    else
+        rest=()
+        for p in "${SERVICE_PIDS[@]}"; do [[ $p == "$exited" ]] || rest+=("$p"); done
+        SERVICE_PIDS=("${rest[@]}")
+    fi
+done
