@@ -148,8 +148,13 @@ if [[ -x $BIN_DIR/apns-sandbox ]]; then
         if ! alive "$SANDBOX_PID"; then
             st=0
             wait "$SANDBOX_PID" || st=$?
-            log "apns-sandbox exited with status $st before writing $CA_FILE"
             SANDBOX_PID=""
+            if ((st == 3)); then
+                # exit 3: this build has no sandbox server yet (see apns-sandbox --help)
+                log "apns-sandbox is not available in this build; the services use the APNs endpoints of the apps file"
+                break
+            fi
+            log "apns-sandbox exited with status $st before writing $CA_FILE"
             [[ ${PUSH_RUN_KEEP_GOING:-} == 1 ]] && break
             exit 1
         fi

@@ -130,9 +130,10 @@ final class RedisConnectionWorker {
                 throw RedisError.authenticationFailed(endpoint, "AUTH as \(user) failed: \(message)")
             }
         }
+        // After a successful AUTH on db 0 there is nothing left to check.
+        if configuration.database == 0 && configuration.password != nil { return }
         let check: RedisCommand =
             configuration.database != 0 ? ["SELECT", String(configuration.database)] : ["PING"]
-        if configuration.database == 0 && configuration.password != nil { return }
         if case .error(let message) = try context.roundTrip(check) {
             if message.hasPrefix("NOAUTH") {
                 throw RedisError.authenticationFailed(
@@ -165,9 +166,9 @@ final class RedisConnectionWorker {
             do throws(RedisError) {
                 switch job.kind {
                 case .single(let command, _):
-                    try context.append(command)
+                    if command.count > 0 { try context.append(command) }
                 case .batch(let commands, _):
-                    for command in commands { try context.append(command) }
+                    for command in commands where command.count > 0 { try context.append(command) }
                 case .connect:
                     break
                 }
@@ -184,12 +185,12 @@ final class RedisConnectionWorker {
             }
             do throws(RedisError) {
                 switch job.kind {
-                case .single(_, let continuation):
-                    continuation.resume(returning: .success(try context.readReply()))
+                case .single(let command, let continuation):
+                    continuation.resume(returning: .success(try reply(to: command, from: context)))
                 case .batch(let commands, let continuation):
                     var replies: [RedisReply] = []
                     replies.reserveCapacity(commands.count)
-                    for _ in commands { replies.append(try context.readReply()) }
+                    for command in commands { replies.append(try reply(to: command, from: context)) }
                     continuation.resume(returning: .success(replies))
                 case .connect(let continuation):
                     continuation.resume(returning: .success(()))
@@ -208,6 +209,12 @@ final class RedisConnectionWorker {
             schedule.connectionLost(at: .now)
             logger.warning("redis connection lost", metadata: ["redis.error": "\(failure.message)"])
         }
+    }
+
+    /// The next reply, or for an empty command (never sent: Redis silently ignores `*0`, so the
+    /// reply would never come) an error reply made here.
+    private func reply(to command: RedisCommand, from context: HiredisContext) throws(RedisError) -> RedisReply {
+        command.count > 0 ? try context.readReply() : .error("ERR empty command (not sent)")
     }
 
     /// hiredis writes with `write(2)`; a peer that went away would raise SIGPIPE and kill the process.

@@ -82,8 +82,17 @@ import TestSupport
 @Suite(.serialized) struct AMQPRestartTests {
     @Test func publisherAndConsumerKeepGoingAcrossABrokerRestart() async throws {
         let broker = LocalServer(.rabbitmq, name: "amqp-restart-test", port: 35681)
-        try await runBlocking { try broker.start() }
-        defer { try? broker.stop() }
+        try await broker.start()
+        do {
+            try await streamAcrossARestart(of: broker)
+        } catch {
+            try? await broker.stop()
+            throw error
+        }
+        try await broker.stop()
+    }
+
+    private func streamAcrossARestart(of broker: LocalServer) async throws {
 
         let queue = "restart.stream"
         let total = 3000
@@ -122,7 +131,7 @@ import TestSupport
                     if !retry.isEmpty { try await Task.sleep(for: .milliseconds(200)) }
                     if next >= total / 3, !restarted {
                         restarted = true
-                        try await runBlocking { try broker.restart() }
+                        try await broker.restart()
                     }
                 }
                 #expect(restarted)

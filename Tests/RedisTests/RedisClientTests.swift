@@ -37,6 +37,13 @@ struct RedisClientTests {
         let mixed = try await client.pipeline([["INCR", "\(prefix):0"], ["PING"]])
         #expect(mixed[0].errorMessage?.hasPrefix("ERR") == true)
         #expect(mixed[1] == .status("PONG"))
+        // An empty command is answered locally (Redis would never reply to it) and breaks nothing.
+        #expect(try await client.pipeline([RedisCommand(), ["PING"]]) == [.error("ERR empty command (not sent)"), .status("PONG")])
+
+        let unlinks = stride(from: 0, to: count, by: 1000).map { first in
+            RedisCommand(["UNLINK"] + (first..<first + 1000).map { "\(prefix):\($0)" })
+        }
+        #expect(try await client.pipeline(unlinks) == Array(repeating: .integer(1000), count: 10))
         await client.close()
     }
 
@@ -107,8 +114,8 @@ struct RedisClientTests {
         let user = TestServers.uniqueName("pushtest")
         let password = "p@ss:w/rd%"
         try await admin.execute("ACL", "SETUSER", user, "on", ">\(password)", "~*", "&*", "+@all")
-
-        do {
+        // Remove the user however the checks below end.
+        let outcome = await Result { () async throws -> Void in
             let base = try RedisTesting.configuration("pool_size=1")
             // The password percent-encoded in the URL, as an operator would write it.
             let good = try RedisConfiguration(url: "redis://\(user):p%40ss%3Aw%2Frd%25@\(base.endpoint)/\(base.database)?pool_size=1")
@@ -141,6 +148,7 @@ struct RedisClientTests {
         }
         try await admin.execute("ACL", "DELUSER", user)
         await admin.close()
+        try outcome.get()
     }
 
     @Test func unreachablePortFailsWithinTheConnectTimeout() async throws {
@@ -166,6 +174,16 @@ struct RedisClientTests {
         #expect(commandError?.message.lowercased().contains("connection refused") == true)
         #expect(!client.isConnected)
         await client.close()
+    }
+
+    @Test func databaseOutOfRangeIsAClearError() async throws {
+        var configuration = try RedisTesting.configuration("pool_size=1")
+        configuration.database = 100_000
+        let error = await #expect(throws: RedisError.self) {
+            try await RedisClient.connect(configuration: configuration, logger: RedisTesting.logger)
+        }
+        #expect(error?.code == .connectionFailed)
+        #expect(error?.message.contains("SELECT failed: ERR DB index is out of range") == true, "\(error?.message ?? "")")
     }
 
     @Test func commandTimeoutFailsTheCommandAndTheConnectionRecovers() async throws {
@@ -212,5 +230,11 @@ struct RedisClientTests {
         }
         let error = await #expect(throws: RedisError.self) { try await client.send("PING") }
         #expect(error?.code == .closed)
+    }
+}
+
+extension Result where Failure == any Error {
+    init(catching body: () async throws -> Success) async {
+        do { self = .success(try await body()) } catch { self = .failure(error) }
     }
 }

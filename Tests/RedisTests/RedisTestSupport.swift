@@ -29,24 +29,3 @@ enum RedisTesting {
         "{\(TestServers.uniqueName("redis-tests.\(name)"))}"
     }
 }
-
-extension LocalServer {
-    /// Runs a `LocalServer` verb on a fresh thread with no blocked signals, without blocking the
-    /// cooperative pool.
-    ///
-    /// Foundation's `Process` on Linux passes the calling thread's signal mask to the child, and the
-    /// threads async tests run on block nearly every signal, SIGTERM included. A Redis started from such
-    /// a thread ignores the SIGTERM `scripts/redis.sh stop` sends and the script waits for it forever.
-    func run(_ verb: @escaping @Sendable (LocalServer) throws -> Void) async throws {
-        let server = self
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            let thread = Thread {
-                var none = sigset_t()
-                sigemptyset(&none)
-                pthread_sigmask(SIG_SETMASK, &none, nil)
-                continuation.resume(with: Result { try verb(server) })
-            }
-            thread.start()
-        }
-    }
-}

@@ -58,52 +58,77 @@ public struct LocalServer: Sendable {
     }
 
     /// Starts the server and returns once it accepts clients.
-    public func start() throws { try script("start") }
+    public func start() async throws { try await script("start") }
 
     /// Stops the server (by PID) and returns once it has exited.
-    public func stop() throws { try script("stop") }
+    public func stop() async throws { try await script("stop") }
 
     /// Stops and starts the server again, keeping its data directory.
-    public func restart() throws { try script("restart") }
+    public func restart() async throws { try await script("restart") }
 
-    /// Runs the script with posix_spawn and waitpid: Foundation's `Process.waitUntilExit` was seen
-    /// to miss the exit of a script whose children outlive it (the server it daemonises).
-    private func script(_ verb: String) throws {
+    /// Runs `scripts/<kind>.sh VERB --name N --port P` on a thread of its own (a restart takes
+    /// seconds; Swift concurrency's few threads stay free for the test's other tasks).
+    ///
+    /// Not through Foundation's `Process`, which on Linux hangs here twice over: the child inherits the
+    /// calling thread's signal mask (the threads async tests run on block SIGTERM, so the server it
+    /// starts would ignore `stop`), and `Process` notices the exit through a descriptor the child
+    /// inherits, which the daemonised server keeps open. So: posix_spawn with an empty signal mask and
+    /// default dispositions, every descriptor above 2 closed, output to a file, and waitpid.
+    private func script(_ verb: String) async throws {
         let path = TestServers.packageRoot.appendingPathComponent("scripts/\(kind.rawValue).sh").path
-        let arguments = ["/bin/bash", path, verb, "--name", name, "--port", String(port)]
-        let outputPath = FileManager.default.temporaryDirectory
+        let command = [
+            "/bin/bash", "-c",
+            #"for fd in /proc/$$/fd/*; do n=${fd##*/}; [ "$n" -gt 2 ] && eval "exec $n>&-"; done; exec /bin/bash "$0" "$@""#,
+            path, verb, "--name", name, "--port", String(port),
+        ]
+        let output = FileManager.default.temporaryDirectory
             .appendingPathComponent("local-server-\(kind.rawValue)-\(name)-\(UUID().uuidString).log").path
-        defer { unlink(outputPath) }
+        defer { unlink(output) }
+        let status = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Int32, any Error>) in
+            Thread { continuation.resume(with: Result { try Self.spawnAndWait(command, output: output) }) }.start()
+        }
+        guard status == 0 else {
+            throw LocalServerError(
+                command: "\(path) \(verb) --name \(name) --port \(port)",
+                status: status,
+                output: (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
+            )
+        }
+    }
+
+    private static func spawnAndWait(_ command: [String], output: String) throws -> Int32 {
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var noSignals = sigset_t()
+        sigemptyset(&noSignals)
+        posix_spawnattr_setsigmask(&attributes, &noSignals)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for signal in [SIGPIPE, SIGTERM, SIGINT, SIGCHLD] { sigaddset(&defaults, signal) }
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
 
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
 
-        let argv = arguments.map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
+        var argv: [UnsafeMutablePointer<CChar>?] = command.map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
         var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, "/bin/bash", &actions, nil, argv, environ)
+        let spawned = posix_spawn(&pid, command[0], &actions, &attributes, &argv, environ)
         guard spawned == 0 else {
-            throw LocalServerError(command: arguments.joined(separator: " "), status: -1, output: String(cString: strerror(spawned)))
+            throw LocalServerError(command: command.joined(separator: " "), status: -1, output: String(cString: strerror(spawned)))
         }
         var status: Int32 = 0
-        while waitpid(pid, &status, 0) == -1, errno == EINTR {}
-        let exitCode = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
-        guard exitCode == 0 else {
-            let output = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
-            throw LocalServerError(command: arguments.joined(separator: " "), status: exitCode, output: output)
+        while waitpid(pid, &status, 0) == -1 {
+            guard errno == EINTR else { break }
         }
-    }
-}
-
-/// Runs blocking work (a server restart) on its own thread, so it does not hold one of the few
-/// threads Swift concurrency runs tasks on while other tasks of the test keep going.
-public func runBlocking<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        Thread { continuation.resume(with: Result { try body() }) }.start()
+        // WIFEXITED / WEXITSTATUS are macros: exited normally when the low 7 bits are 0.
+        return status & 0x7F == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
     }
 }
 
