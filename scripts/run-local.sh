@@ -111,6 +111,9 @@ on_signal() {
     cleanup
     exit "$2"
 }
+# When the terminal's reader goes away (`make run | tee log` and Ctrl-C), writing a log line must
+# not kill this script before it has stopped everything.
+trap '' PIPE
 trap 'on_signal INT 130' INT
 trap 'on_signal TERM 143' TERM
 trap 'on_signal HUP 129' HUP
