@@ -136,6 +136,11 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .testTarget(
+            name: "SystemLibraryTests",
+            dependencies: ["CRabbitMQ", "CHiredis", "CNghttp2", "COpenSSL"],
+            swiftSettings: swiftSettings
+        ),
         // Locates the servers `make test` started and starts private ones for restart tests.
         .target(
             name: "TestSupport",

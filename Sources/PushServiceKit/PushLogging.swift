@@ -1,7 +1,7 @@
 import Logging
 import Synchronization
 
-/// Sets up swift-log for a service: ``TextLogHandler`` or ``JSONLogHandler`` on standard output.
+/// Sets up swift-log for a service: ``PushLogHandler`` (text or JSON lines) on standard output.
 public enum PushLogging {
     private static let isBootstrapped = Mutex(false)
 
@@ -48,11 +48,6 @@ public enum PushLogging {
         output: LogOutput = .standardOutput,
         metadataProvider: Logger.MetadataProvider? = nil
     ) -> any LogHandler {
-        switch format {
-        case .text:
-            TextLogHandler(label: label, logLevel: level, output: output, metadataProvider: metadataProvider)
-        case .json:
-            JSONLogHandler(label: label, logLevel: level, output: output, metadataProvider: metadataProvider)
-        }
+        PushLogHandler(format: format, label: label, logLevel: level, output: output, metadataProvider: metadataProvider)
     }
 }

@@ -145,6 +145,32 @@ import TestSupport
         }
     }
 
+    @Test func aPublishTheBrokerRefusesIsNacked() async throws {
+        // A quorum queue over its length limit with reject-publish overflow nacks publishes. (Quorum
+        // queues apply the limit once they are over it, so the first nack may come one message late.)
+        let queue = TestServers.uniqueName("amqp.full")
+        let full = quorumQueue(queue, arguments: ["x-max-length": 1, "x-overflow": "reject-publish"])
+        try await withConnection(name: "nack", topology: full) { connection in
+            var accepted = 0
+            var firstRefusal: AMQPError?
+            for attempt in 0..<10 where firstRefusal == nil {
+                do {
+                    try await connection.publish(message("m\(attempt)", to: queue))
+                    accepted += 1
+                } catch {
+                    firstRefusal = (error as? AMQPError) ?? AMQPError(.protocolError, "\(error)")
+                }
+            }
+            #expect(firstRefusal?.code == .nacked, "\(String(describing: firstRefusal))")
+            #expect((1...2).contains(accepted))
+            // A batch: the broker nacks every one, reported one by one.
+            let results = await connection.publish((0..<5).map { message("more \($0)", to: queue) })
+            #expect(results.allSatisfy { if case .failure(let error) = $0 { error.code == .nacked } else { false } })
+            #expect(try await connection.queueStatus(queue).messages == accepted)
+            try await connection.deleteQueue(queue)
+        }
+    }
+
     @Test func publishingToAMissingExchangeReportsTheBrokersReason() async throws {
         let queue = TestServers.uniqueName("amqp.after-404")
         try await withConnection(name: "missing-exchange", topology: quorumQueue(queue)) { connection in

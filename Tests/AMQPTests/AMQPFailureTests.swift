@@ -160,3 +160,47 @@ final class LockedSet: Sendable {
     var count: Int { storage.withLock { $0.count } }
     var values: Set<Int> { storage.withLock { $0 } }
 }
+
+/// A broker that stops answering without closing anything is noticed through missed heartbeats.
+/// In the restart suite: it shares that suite's private broker, one test at a time.
+extension AMQPRestartTests {
+    @Test func aFrozenBrokerIsNoticedByHeartbeatsAndTheConnectionRecovers() async throws {
+        let broker = LocalServer(.rabbitmq, name: "amqp-restart-test", port: 35681)
+        try await broker.start()
+        let beam = try brokerPID(broker)
+        do {
+            let queue = "heartbeat.check"
+            try await withConnection(
+                url: broker.url + "?heartbeat=1&connection_timeout=1000", name: "heartbeat", topology: quorumQueue(queue)
+            ) { connection in
+                kill(beam, SIGSTOP)
+                let frozen = ContinuousClock.now
+                try await within(.seconds(10), "noticing the frozen broker") {
+                    while connection.isConnected { try await Task.sleep(for: .milliseconds(50)) }
+                }
+                #expect(ContinuousClock.now - frozen < .seconds(5))
+                #expect(connection.lastError?.message.contains("heartbeat") == true, "\(String(describing: connection.lastError))")
+                kill(beam, SIGCONT)
+                try await connection.waitUntilConnected(timeout: .seconds(30))
+                try await connection.publish(message("after", to: queue))
+                try await connection.deleteQueue(queue)
+            }
+        } catch {
+            kill(beam, SIGCONT)
+            try? await broker.stop()
+            throw error
+        }
+        try await broker.stop()
+    }
+
+    /// The beam.smp PID the broker's script recorded.
+    private func brokerPID(_ broker: LocalServer) throws -> pid_t {
+        let localDirectory = ProcessInfo.processInfo.environment["PUSH_LOCAL_DIR"]
+            ?? TestServers.packageRoot.appendingPathComponent(".local").path
+        let file = "\(localDirectory)/rabbitmq-\(broker.name)/rabbitmq.pid"
+        guard let text = try? String(contentsOfFile: file, encoding: .utf8),
+            let pid = pid_t(text.trimmingCharacters(in: .whitespacesAndNewlines))
+        else { throw ChildProcessError("no broker PID in \(file)") }
+        return pid
+    }
+}

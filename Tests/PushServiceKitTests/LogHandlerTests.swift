@@ -11,13 +11,13 @@ struct LogHandlerTests {
 
     static func textLogger(_ lines: CollectedLines, level: Logger.Level = .info) -> Logger {
         Logger(label: "push-send") { label in
-            TextLogHandler(label: label, logLevel: level, output: LogOutput { lines.append($0) }, clock: { fixedDate })
+            PushLogHandler(format: .text, label: label, logLevel: level, output: LogOutput { lines.append($0) }, clock: { fixedDate })
         }
     }
 
     static func jsonLogger(_ lines: CollectedLines, level: Logger.Level = .info) -> Logger {
         Logger(label: "push-send") { label in
-            JSONLogHandler(label: label, logLevel: level, output: LogOutput { lines.append($0) }, clock: { fixedDate })
+            PushLogHandler(format: .json, label: label, logLevel: level, output: LogOutput { lines.append($0) }, clock: { fixedDate })
         }
     }
 
@@ -56,7 +56,7 @@ struct LogHandlerTests {
         let lines = CollectedLines()
         let provider = Logger.MetadataProvider { ["from": "provider", "provided": "yes"] }
         var logger = Logger(label: "l") { label in
-            TextLogHandler(label: label, output: LogOutput { lines.append($0) }, metadataProvider: provider, clock: { Self.fixedDate })
+            PushLogHandler(format: .text, label: label, output: LogOutput { lines.append($0) }, metadataProvider: provider, clock: { Self.fixedDate })
         }
         logger[metadataKey: "from"] = "handler"
         logger[metadataKey: "handler"] = "yes"
@@ -85,7 +85,7 @@ struct LogHandlerTests {
             var description: String { "socket closed" }
         }
         let lines = CollectedLines()
-        let handler = TextLogHandler(label: "l", output: LogOutput { lines.append($0) }, clock: { Self.fixedDate })
+        let handler = PushLogHandler(format: .text, label: "l", output: LogOutput { lines.append($0) }, clock: { Self.fixedDate })
         handler.log(event: LogEvent(level: .error, message: "failed", error: Broken(), metadata: nil, source: nil, file: #fileID, function: #function, line: #line))
         #expect(lines.all.first?.hasPrefix(#"2026-01-01T00:00:00.123Z error l: failed error.message="socket closed" error.type="#) == true)
     }

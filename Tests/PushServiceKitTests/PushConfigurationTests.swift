@@ -237,7 +237,7 @@ struct PushConfigurationTests {
         let reader = try await PushConfigurationReader.load(environment: ["PUSH_AMPQ_URL": "amqp://x", "PUSH_SEND_BATCH": "5"])
         let lines = CollectedLines()
         let logger = Logger(label: "test") { label in
-            TextLogHandler(label: label, logLevel: .trace, output: LogOutput { lines.append($0) })
+            PushLogHandler(format: .text, label: label, logLevel: .trace, output: LogOutput { lines.append($0) })
         }
         reader.warnAboutUnknownKeys(logger: logger)
         let logged = lines.all
@@ -248,7 +248,7 @@ struct PushConfigurationTests {
 
         let quiet = CollectedLines()
         let quietLogger = Logger(label: "test") { label in
-            TextLogHandler(label: label, logLevel: .trace, output: LogOutput { quiet.append($0) })
+            PushLogHandler(format: .text, label: label, logLevel: .trace, output: LogOutput { quiet.append($0) })
         }
         reader.warnAboutUnknownKeys(known: PushConfiguration.keys.union(["PUSH_AMPQ_URL", "PUSH_SEND_BATCH"]), logger: quietLogger)
         #expect(quiet.all.isEmpty)
