@@ -4,14 +4,14 @@
 #   scripts/install-deps.sh [--bench]
 #
 # Build and test: librabbitmq-dev libhiredis-dev libnghttp2-dev libssl-dev pkg-config
-#                 rabbitmq-server redis-server (redis-tools, erlang come with them)
+#                 rabbitmq-server redis-server (redis-tools, erlang come with them) openssl (test TLS certificates)
 # --bench also:   wrk
 # Does nothing (and prints nothing) when everything is installed. Never leaves the distribution's
 # RabbitMQ/Redis/epmd services running: the local scripts run their own instances.
 set -euo pipefail
 
 PROG=install-deps.sh
-PACKAGES=(librabbitmq-dev libhiredis-dev libnghttp2-dev libssl-dev pkg-config rabbitmq-server redis-server redis-tools)
+PACKAGES=(librabbitmq-dev libhiredis-dev libnghttp2-dev libssl-dev pkg-config rabbitmq-server redis-server redis-tools openssl)
 
 for arg in "$@"; do
     case $arg in

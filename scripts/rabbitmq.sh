@@ -1,29 +1,55 @@
 #!/usr/bin/env bash
 # A local RabbitMQ node on 127.0.0.1, one per name, for development and tests (no systemd needed).
 #
-#   scripts/rabbitmq.sh start|stop|restart|status [--name NAME] [--port PORT]
+#   scripts/rabbitmq.sh start|stop|restart|status [--name NAME] [--port PORT] [--tls-port PORT]
 #
 # Instance directory: ${PUSH_LOCAL_DIR:-<package root>/.local}/rabbitmq-NAME/
 #   mnesia/ (data), log/ (rabbit.log, console.log, epmd.log), rabbitmq.pid, launcher.pid, epmd.pid,
-#   rabbitmq.conf, enabled_plugins (none), .erlang.cookie (HOME), port
+#   rabbitmq.conf, enabled_plugins (none), .erlang.cookie (HOME), port, tls-port, tls/
 # Defaults: --name dev, --port 5672 (AMQP). Node push-NAME@localhost, user guest/guest.
 # Ports derived from PORT so several nodes run side by side: private epmd PORT+1000, Erlang
 # distribution PORT+20000, rabbitmqctl's distribution PORT+21000..PORT+21010 (PORT <= 44525).
-# `start` is idempotent and returns once the node has booted (rabbitmqctl wait); `stop` stops the
-# node and its epmd by PID and waits until they have exited; `restart` keeps the data.
+# --tls-port (start, restart): also an AMQPS listener on 127.0.0.1:TLS_PORT. Its certificates are
+#   made with openssl at the first TLS start and reused: tls/ca.pem + ca.key (a CA of this instance),
+#   server.pem + server.key (signed by it, subjectAltName DNS:localhost only, so clients connect to
+#   `localhost`), client.pem + client.key (signed by it, for client-certificate tests). Clients
+#   are verified when they present a certificate (verify_peer) but need not present one.
+# `start` is idempotent and returns once the node has booted (rabbitmqctl wait) and, with TLS, the
+# TLS port accepts connections; `stop` stops the node and its epmd by PID and waits until they have
+# exited; `restart` keeps the data and the TLS port (unless --tls-port gives another).
 # `status` exits 0 when running, 3 when stopped.
 # Environment: PUSH_LOCAL_DIR, PUSH_RABBITMQ_START_TIMEOUT (s, default 60), PUSH_QUIET=1.
 set -euo pipefail
 
 usage() {
-    sed -n '2,16s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+    sed -n '2,22s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
 }
 
 # shellcheck source=scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-parse_instance_args 5672 "$@"
+# --tls-port is this script's own; lib.sh parses the rest.
+TLS_PORT=""
+args=()
+while (($#)); do
+    case $1 in
+        --tls-port) TLS_PORT=${2:?--tls-port needs a value}; shift 2 ;;
+        --tls-port=*) TLS_PORT=${1#*=}; shift ;;
+        *) args+=("$1"); shift ;;
+    esac
+done
+parse_instance_args 5672 "${args[@]}"
 ((PORT <= 44525)) || die "--port $PORT is too high: the derived ports (PORT+21010) must stay below 65536"
+if [[ -n $TLS_PORT ]]; then
+    if ! [[ $TLS_PORT =~ ^[0-9]+$ ]] || ((TLS_PORT < 1024 || TLS_PORT > 65535)); then
+        die "invalid --tls-port '$TLS_PORT'"
+    fi
+    TLS_PORT=$((10#$TLS_PORT))
+    if ((TLS_PORT == PORT || TLS_PORT == PORT + 1000 || TLS_PORT == PORT + 20000 ||
+        (TLS_PORT >= PORT + 21000 && TLS_PORT <= PORT + 21010))); then
+        die "--tls-port $TLS_PORT clashes with --port $PORT or a port derived from it"
+    fi
+fi
 
 RMQ_BIN="${PUSH_RABBITMQ_BIN_DIR:-/usr/lib/rabbitmq/bin}"
 DIR="$PUSH_LOCAL_DIR/rabbitmq-$NAME"
@@ -31,6 +57,7 @@ LOGDIR="$DIR/log"
 PIDFILE="$DIR/rabbitmq.pid"    # written by the node itself: the beam.smp PID
 LAUNCHER="$DIR/launcher.pid"   # the rabbitmq-server wrapper (its session holds every process)
 EPMD_PIDFILE="$DIR/epmd.pid"
+TLS_DIR="$DIR/tls"
 LABEL="rabbitmq $NAME"
 
 info() { [[ ${PUSH_QUIET:-} == 1 ]] || say "$LABEL: $*"; }
@@ -39,9 +66,11 @@ info() { [[ ${PUSH_QUIET:-} == 1 ]] || say "$LABEL: $*"; }
 EPMD=$(command -v epmd || true)
 [[ -n $EPMD ]] || die "epmd (erlang-base) is not installed (run scripts/install-deps.sh)"
 
+# saved_port [FILE]: the port the instance was last started with (FILE `port`, or `tls-port`:
+# nothing if it was started without TLS).
 saved_port() {
-    local p=""
-    [[ -f $DIR/port ]] && read -r p <"$DIR/port"
+    local p="" file="$DIR/${1:-port}"
+    [[ -f $file ]] && read -r p <"$file"
     [[ $p =~ ^[0-9]+$ ]] && printf '%s\n' "$p"
     return 0
 }
@@ -94,12 +123,91 @@ log.file.level = info
 # A development node: don't block publishers on a busy laptop disk.
 disk_free_limit.absolute = 50MB
 EOF
+    if [[ -n $TLS_PORT ]]; then
+        cat >>"$DIR/rabbitmq.conf" <<EOF
+# AMQPS (--tls-port); the plain listener comes from RABBITMQ_NODE_IP_ADDRESS/RABBITMQ_NODE_PORT.
+listeners.ssl.default = 127.0.0.1:$TLS_PORT
+ssl_options.cacertfile = $TLS_DIR/ca.pem
+ssl_options.certfile = $TLS_DIR/server.pem
+ssl_options.keyfile = $TLS_DIR/server.key
+ssl_options.verify = verify_peer
+ssl_options.fail_if_no_peer_cert = false
+EOF
+    fi
     # One cookie per instance, created before the first start so the node and rabbitmqctl (both
     # with HOME=DIR) can never race to create different ones.
     if [[ ! -s $DIR/.erlang.cookie ]]; then
         (umask 077 && od -An -tx1 -N20 /dev/urandom | tr -d ' \n' >"$DIR/.erlang.cookie")
         chmod 400 "$DIR/.erlang.cookie"
     fi
+}
+
+# make_certificates DIR: a CA, a server certificate for localhost and a client certificate, both
+# signed by the CA, into DIR (see the usage text).
+make_certificates() {
+    local dir=$1
+    cat >"$dir/openssl.cnf" <<'EOF'
+[req]
+distinguished_name = dn
+prompt = no
+[dn]
+CN = unused
+[ca]
+basicConstraints = critical, CA:TRUE
+keyUsage = critical, keyCertSign, cRLSign
+subjectKeyIdentifier = hash
+# No IP:127.0.0.1: rabbitmq-c (0.11) checks DNS names only, and a name left out lets tests check
+# that host names are verified (amqps://127.0.0.1 must fail, amqps://localhost succeed).
+[server]
+basicConstraints = critical, CA:FALSE
+keyUsage = critical, digitalSignature, keyEncipherment
+extendedKeyUsage = serverAuth
+subjectAltName = DNS:localhost
+subjectKeyIdentifier = hash
+authorityKeyIdentifier = keyid
+[client]
+basicConstraints = critical, CA:FALSE
+keyUsage = critical, digitalSignature, keyEncipherment
+extendedKeyUsage = clientAuth
+subjectKeyIdentifier = hash
+authorityKeyIdentifier = keyid
+EOF
+    # Called as an `if` condition, where set -e does not apply: every step checks its own status.
+    (
+        umask 077
+        cd "$dir" || exit 1
+        openssl req -x509 -new -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 3650 \
+            -subj "/CN=push local CA (rabbitmq $NAME)" -config openssl.cnf -extensions ca || exit 1
+        for leaf in server:localhost "client:push-$NAME-client"; do
+            openssl req -new -newkey rsa:2048 -nodes -keyout "${leaf%%:*}.key" -out "${leaf%%:*}.csr" \
+                -subj "/CN=${leaf#*:}" -config openssl.cnf || exit 1
+            openssl x509 -req -in "${leaf%%:*}.csr" -CA ca.pem -CAkey ca.key -CAcreateserial -CAserial ca.srl \
+                -out "${leaf%%:*}.pem" -days 3650 -extfile openssl.cnf -extensions "${leaf%%:*}" || exit 1
+            rm -f "${leaf%%:*}.csr"
+        done
+        # Certificates are public; keys stay readable by this user only.
+        chmod 644 ca.pem server.pem client.pem
+    )
+}
+
+# ensure_certificates: the instance's certificates in TLS_DIR, made once (all or nothing).
+ensure_certificates() {
+    local f missing="" tmp="$DIR/tls.new"
+    for f in ca.key ca.pem server.key server.pem client.key client.pem; do
+        [[ -s $TLS_DIR/$f ]] || missing=1
+    done
+    [[ -z $missing ]] && return 0
+    command -v openssl >/dev/null || die "$LABEL: openssl is not installed (needed for --tls-port)"
+    rm -rf "$tmp"
+    mkdir -p "$tmp" "$LOGDIR"
+    if ! make_certificates "$tmp" >"$LOGDIR/openssl.log" 2>&1; then
+        tail_logs "$LOGDIR/openssl.log"
+        rm -rf "$tmp"
+        die "$LABEL: could not make the TLS certificates"
+    fi
+    rm -rf "$TLS_DIR"
+    mv "$tmp" "$TLS_DIR"
+    info "made TLS certificates in $TLS_DIR"
 }
 
 epmd_start() {
@@ -133,7 +241,7 @@ epmd_stop() {
 }
 
 do_status() {
-    local pid port
+    local pid port tls_port tls
     pid=$(pid_of "$PIDFILE" "$DIR")
     if [[ -z $pid ]]; then
         say "$LABEL: stopped"
@@ -141,9 +249,11 @@ do_status() {
     fi
     port=$(saved_port)
     port=${port:-$PORT}
+    tls_port=$(saved_port tls-port)
+    tls=${tls_port:+, TLS 127.0.0.1:$tls_port}
     node_env "$port"
     if timeout 30 "$RMQ_BIN/rabbitmqctl" -q ping </dev/null >/dev/null 2>&1; then
-        say "$LABEL: running (pid $pid, 127.0.0.1:$port, node $RABBITMQ_NODENAME, $DIR)"
+        say "$LABEL: running (pid $pid, 127.0.0.1:$port$tls, node $RABBITMQ_NODENAME, $DIR)"
         return 0
     fi
     say "$LABEL: process $pid is up but the node does not answer (port $port)"
@@ -184,7 +294,7 @@ do_stop() {
 }
 
 do_start() {
-    local pid launcher port started waiter deadline timeout rc
+    local pid launcher port tls_port started waiter deadline timeout rc
     pid=$(pid_of "$PIDFILE" "$DIR")
     launcher=$(pid_of "$LAUNCHER" "$DIR")
     if [[ -n $pid || -n $launcher ]]; then
@@ -193,6 +303,11 @@ do_start() {
             die "$LABEL is already running on port $port (asked for $PORT); stop it first"
         fi
         PORT=${port:-$PORT}
+        tls_port=$(saved_port tls-port)
+        if [[ -n $TLS_PORT && $TLS_PORT != "$tls_port" ]]; then
+            die "$LABEL is already running $([[ -n $tls_port ]] && echo "with TLS on port $tls_port" || echo "without TLS") (asked for TLS on $TLS_PORT); stop it first"
+        fi
+        TLS_PORT=$tls_port
     fi
     node_env "$PORT"
     if [[ -z $pid && -z $launcher ]]; then
@@ -202,8 +317,17 @@ do_start() {
         if port_open "$RABBITMQ_DIST_PORT"; then
             die "$LABEL: the distribution port $RABBITMQ_DIST_PORT is already in use by another process"
         fi
+        if [[ -n $TLS_PORT ]]; then
+            port_open "$TLS_PORT" && die "$LABEL: TLS port $TLS_PORT on 127.0.0.1 is already in use by another process"
+            ensure_certificates
+        fi
         write_config
         printf '%s\n' "$PORT" >"$DIR/port"
+        if [[ -n $TLS_PORT ]]; then
+            printf '%s\n' "$TLS_PORT" >"$DIR/tls-port"
+        else
+            rm -f "$DIR/tls-port"
+        fi
         started=$(now_ms)
         epmd_start
         rm -f "$PIDFILE"
@@ -243,11 +367,25 @@ do_start() {
         do_stop >/dev/null 2>&1 || true
         exit 1
     fi
+    # The TLS listener starts with the node; give it a moment all the same.
+    if [[ -n $TLS_PORT ]]; then
+        deadline=$(($(now_ms) + 10000))
+        until port_open "$TLS_PORT"; do
+            if (($(now_ms) >= deadline)); then
+                tail_logs "$LOGDIR/rabbit.log"
+                warn "$LABEL: the TLS port $TLS_PORT does not accept connections; stopping it"
+                do_stop >/dev/null 2>&1 || true
+                exit 1
+            fi
+            sleep 0.1
+        done
+    fi
     pid=$(read_pid "$PIDFILE")
+    local tls=${TLS_PORT:+, TLS 127.0.0.1:$TLS_PORT}
     if [[ -n ${started:-} ]]; then
-        info "started (pid $pid, 127.0.0.1:$PORT, node $RABBITMQ_NODENAME, $(($(now_ms) - started)) ms)"
+        info "started (pid $pid, 127.0.0.1:$PORT$tls, node $RABBITMQ_NODENAME, $(($(now_ms) - started)) ms)"
     else
-        info "already running (pid $pid, 127.0.0.1:$PORT)"
+        info "already running (pid $pid, 127.0.0.1:$PORT$tls)"
     fi
 }
 
@@ -262,6 +400,7 @@ case $VERB in
     start) do_start ;;
     stop) do_stop ;;
     restart)
+        [[ -n $TLS_PORT ]] || TLS_PORT=$(saved_port tls-port)
         do_stop
         do_start
         ;;

@@ -4,16 +4,19 @@
 #   scripts/test-servers.sh start|stop|status|env
 #
 # start  stops instances earlier test runs left behind (names ending in -test), starts RabbitMQ
-#        `test` on 127.0.0.1:35672 and Redis `test` on 127.0.0.1:36379 with empty data (unless
-#        they are already running, or PUSH_TEST_KEEP_DATA=1).
+#        `test` on 127.0.0.1:35672 (AMQPS on 127.0.0.1:35671, certificates in its tls/) and Redis
+#        `test` on 127.0.0.1:36379 with empty data (unless they are already running, or
+#        PUSH_TEST_KEEP_DATA=1).
 # stop   stops both and every other instance named *-test under the local dir (the private
 #        servers of restart tests), so nothing is left running. Logs are kept until the next start.
-# status shows them; env prints the `export PUSH_TEST_AMQP_URL=… PUSH_TEST_REDIS_URL=…` lines.
-# Environment: PUSH_LOCAL_DIR, PUSH_TEST_AMQP_PORT (35672), PUSH_TEST_REDIS_PORT (36379).
+# status shows them; env prints the `export PUSH_TEST_AMQP_URL=… PUSH_TEST_AMQPS_URL=…
+#        PUSH_TEST_TLS_DIR=… PUSH_TEST_REDIS_URL=…` lines.
+# Environment: PUSH_LOCAL_DIR, PUSH_TEST_AMQP_PORT (35672), PUSH_TEST_AMQPS_PORT (35671),
+# PUSH_TEST_REDIS_PORT (36379).
 set -euo pipefail
 
 usage() {
-    sed -n '2,13s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+    sed -n '2,16s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
 }
 
 SCRIPTS="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -21,7 +24,25 @@ SCRIPTS="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$SCRIPTS/lib.sh"
 
 AMQP_PORT="${PUSH_TEST_AMQP_PORT:-35672}"
+AMQPS_PORT="${PUSH_TEST_AMQPS_PORT:-35671}"
 REDIS_PORT="${PUSH_TEST_REDIS_PORT:-36379}"
+
+# The shared RabbitMQ's certificates (scripts/rabbitmq.sh --tls-port).
+TLS_DIR="$PUSH_LOCAL_DIR/rabbitmq-test/tls"
+
+# url_encode STRING: STRING with every byte but [A-Za-z0-9/._~-] percent-encoded (for a path in a
+# URL query).
+url_encode() {
+    local LC_ALL=C s=$1 i c out=""
+    for ((i = 0; i < ${#s}; i++)); do
+        c=${s:i:1}
+        case $c in
+            [A-Za-z0-9/._~-]) out+=$c ;;
+            *) out+=$(printf '%%%02X' "'$c") ;;
+        esac
+    done
+    printf '%s\n' "$out"
+}
 
 # leftovers: "kind name" for every *-test instance directory except the shared ones.
 leftovers() {
@@ -66,7 +87,7 @@ case ${1:-} in
         fresh rabbitmq
         fresh redis
         if ! bash "$SCRIPTS/redis.sh" start --name test --port "$REDIS_PORT" ||
-            ! bash "$SCRIPTS/rabbitmq.sh" start --name test --port "$AMQP_PORT"; then
+            ! bash "$SCRIPTS/rabbitmq.sh" start --name test --port "$AMQP_PORT" --tls-port "$AMQPS_PORT"; then
             stop_all >/dev/null 2>&1 || true
             die "could not start the test servers"
         fi
@@ -80,6 +101,10 @@ case ${1:-} in
         ;;
     env)
         printf 'export PUSH_TEST_AMQP_URL=%q\n' "amqp://guest:guest@127.0.0.1:$AMQP_PORT/%2f"
+        # `localhost`: the server certificate names no IP address (see scripts/rabbitmq.sh).
+        printf 'export PUSH_TEST_AMQPS_URL=%q\n' \
+            "amqps://guest:guest@localhost:$AMQPS_PORT/%2f?cacertfile=$(url_encode "$TLS_DIR/ca.pem")"
+        printf 'export PUSH_TEST_TLS_DIR=%q\n' "$TLS_DIR"
         printf 'export PUSH_TEST_REDIS_URL=%q\n' "redis://127.0.0.1:$REDIS_PORT/0"
         ;;
     -h | --help) usage ;;

@@ -4,7 +4,7 @@
 #
 #   scripts/with-test-servers.sh CMD [ARGS...]
 #
-# CMD sees PUSH_TEST_AMQP_URL and PUSH_TEST_REDIS_URL (see scripts/test-servers.sh).
+# CMD sees PUSH_TEST_AMQP_URL, PUSH_TEST_AMQPS_URL, PUSH_TEST_TLS_DIR and PUSH_TEST_REDIS_URL (see scripts/test-servers.sh).
 set -uo pipefail
 
 SCRIPTS="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

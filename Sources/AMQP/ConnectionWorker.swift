@@ -137,7 +137,9 @@ final class ConnectionWorker: @unchecked Sendable {
             let now = ContinuousClock.now
             guard !closing else { return }
             guard now < deadline else { return }
-            core.wait(for: nil, timeout: deadline - now)
+            // Wake for the oldest waiting publish's deadline too, so its timeout is honoured.
+            let wake = backlogHead < backlog.count ? min(deadline, backlog[backlogHead].deadline) : deadline
+            core.wait(for: nil, timeout: max(wake - now, .milliseconds(1)))
         }
     }
 
@@ -194,13 +196,11 @@ final class ConnectionWorker: @unchecked Sendable {
                     adminChannelOpen = true
                 }
                 if let error = admin.run(session, Self.adminChannel) {
-                    if error.code == .channelClosed {
-                        session.confirmChannelClose(Self.adminChannel)
-                        adminChannelOpen = false
-                    } else if !error.isRetryable || error.code == .timeout {
-                        // a connection-level failure: the session is unusable
-                        throw error
-                    }
+                    // A refused call closes only its channel (reopened on next use); anything else
+                    // (lost connection, timeout, protocol error) leaves the session unusable.
+                    guard error.code == .channelClosed else { throw error }
+                    session.confirmChannelClose(Self.adminChannel)
+                    adminChannelOpen = false
                 }
             case .close:
                 closing = true

@@ -78,6 +78,15 @@ final class RabbitSession {
         do {
             try check(reply, "login to \(configuration.endpointDescription) as '\(configuration.user)'")
         } catch {
+            // With TLS 1.3 the broker checks a client certificate after the client's side of the
+            // handshake is done, so a certificate it refuses (or requires but did not get) breaks the
+            // TLS session here, during login, not in amqp_socket_open_noblock.
+            if configuration.tls != nil, reply.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION, reply.library_error == AMQP_STATUS_SSL_ERROR.rawValue {
+                throw AMQPError(
+                    .tlsFailed,
+                    "TLS to \(endpoint) failed during login: \(Self.describe(reply.library_error)) (did the broker refuse the client certificate?)"
+                )
+            }
             // RabbitMQ closes the connection with ACCESS_REFUSED (403) for bad credentials and
             // NOT_ALLOWED (530) for a vhost the user may not use.
             if error.replyCode == 403 || error.replyCode == 530 || error.code == .connectionLost {

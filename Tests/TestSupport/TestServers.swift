@@ -12,6 +12,21 @@ public enum TestServers {
         ProcessInfo.processInfo.environment["PUSH_TEST_AMQP_URL"] ?? "amqp://guest:guest@127.0.0.1:35672/%2f"
     }
 
+    /// The shared RabbitMQ's TLS listener, trusting its CA: `PUSH_TEST_AMQPS_URL`, default
+    /// `amqps://guest:guest@localhost:35671/%2f?cacertfile=<tlsDirectory>/ca.pem`. The host is
+    /// `localhost` because the server certificate names no IP address.
+    public static var amqpsURL: String {
+        ProcessInfo.processInfo.environment["PUSH_TEST_AMQPS_URL"]
+            ?? "amqps://guest:guest@localhost:35671/%2f?cacertfile=\(tlsDirectory)/ca.pem"
+    }
+
+    /// The shared RabbitMQ's certificates (`ca.pem`, `server.pem`, `client.pem` + `client.key`, all
+    /// from one CA): `PUSH_TEST_TLS_DIR`, default `<package root>/.local/rabbitmq-test/tls`.
+    public static var tlsDirectory: String {
+        ProcessInfo.processInfo.environment["PUSH_TEST_TLS_DIR"]
+            ?? packageRoot.appendingPathComponent(".local/rabbitmq-test/tls").path
+    }
+
     /// The shared Redis: `PUSH_TEST_REDIS_URL`, default `redis://127.0.0.1:36379/0`.
     public static var redisURL: String {
         ProcessInfo.processInfo.environment["PUSH_TEST_REDIS_URL"] ?? "redis://127.0.0.1:36379/0"
@@ -66,69 +81,16 @@ public struct LocalServer: Sendable {
     /// Stops and starts the server again, keeping its data directory.
     public func restart() async throws { try await script("restart") }
 
-    /// Runs `scripts/<kind>.sh VERB --name N --port P` on a thread of its own (a restart takes
-    /// seconds; Swift concurrency's few threads stay free for the test's other tasks).
-    ///
-    /// Not through Foundation's `Process`, which on Linux hangs here twice over: the child inherits the
-    /// calling thread's signal mask (the threads async tests run on block SIGTERM, so the server it
-    /// starts would ignore `stop`), and `Process` notices the exit through a descriptor the child
-    /// inherits, which the daemonised server keeps open. So: posix_spawn with an empty signal mask and
-    /// default dispositions, every descriptor above 2 closed, output to a file, and waitpid.
+    /// Runs `scripts/<kind>.sh VERB --name N --port P` as a ``ChildProcess`` (not Foundation's
+    /// `Process`, which hangs on the daemonised server) and waits for it on a thread of its own, so
+    /// Swift concurrency's few threads stay free for the test's other tasks.
     private func script(_ verb: String) async throws {
         let path = TestServers.packageRoot.appendingPathComponent("scripts/\(kind.rawValue).sh").path
-        let command = [
-            "/bin/bash", "-c",
-            #"for fd in /proc/$$/fd/*; do n=${fd##*/}; [ "$n" -gt 2 ] && eval "exec $n>&-"; done; exec /bin/bash "$0" "$@""#,
-            path, verb, "--name", name, "--port", String(port),
-        ]
-        let output = FileManager.default.temporaryDirectory
-            .appendingPathComponent("local-server-\(kind.rawValue)-\(name)-\(UUID().uuidString).log").path
-        defer { unlink(output) }
-        let status = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Int32, any Error>) in
-            Thread { continuation.resume(with: Result { try Self.spawnAndWait(command, output: output) }) }.start()
-        }
+        let child = try ChildProcess(["/bin/bash", path, verb, "--name", name, "--port", String(port)])
+        let status = await child.waitForExit()
         guard status == 0 else {
-            throw LocalServerError(
-                command: "\(path) \(verb) --name \(name) --port \(port)",
-                status: status,
-                output: (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
-            )
+            throw LocalServerError(command: "\(path) \(verb) --name \(name) --port \(port)", status: status, output: child.output)
         }
-    }
-
-    private static func spawnAndWait(_ command: [String], output: String) throws -> Int32 {
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var noSignals = sigset_t()
-        sigemptyset(&noSignals)
-        posix_spawnattr_setsigmask(&attributes, &noSignals)
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        for signal in [SIGPIPE, SIGTERM, SIGINT, SIGCHLD] { sigaddset(&defaults, signal) }
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
-
-        var argv: [UnsafeMutablePointer<CChar>?] = command.map { strdup($0) } + [nil]
-        defer { for pointer in argv { free(pointer) } }
-        var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, command[0], &actions, &attributes, &argv, environ)
-        guard spawned == 0 else {
-            throw LocalServerError(command: command.joined(separator: " "), status: -1, output: String(cString: strerror(spawned)))
-        }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) == -1 {
-            guard errno == EINTR else { break }
-        }
-        // WIFEXITED / WEXITSTATUS are macros: exited normally when the low 7 bits are 0.
-        return status & 0x7F == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
     }
 }
 

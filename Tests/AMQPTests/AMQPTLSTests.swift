@@ -1,0 +1,208 @@
+import AMQP
+import Foundation
+import Testing
+import TestSupport
+
+/// AMQPS against the shared RabbitMQ's TLS listener (`scripts/rabbitmq.sh --tls-port`, 127.0.0.1:35671).
+///
+/// Its server certificate is signed by the instance's own CA (`TestServers.tlsDirectory`) and names
+/// `DNS:localhost` only. Host-name verification is tested by connecting to `127.0.0.1` instead: the
+/// same listener, an address always there, and not in the certificate. (An alias such as
+/// `localhost.localdomain` is not in every /etc/hosts, and a second loopback address would need a
+/// second listener.) The certificate carries no `IP:127.0.0.1` on purpose: rabbitmq-c 0.11 only
+/// compares DNS names, so an IP entry would never help it, and without one the test holds for any
+/// client version.
+@Suite struct AMQPTLSTests {
+    private var tlsPort: Int {
+        (try? AMQPConfiguration(url: TestServers.amqpsURL, connectionName: "x").port) ?? 35671
+    }
+
+    private var plainPort: Int {
+        (try? AMQPConfiguration(url: TestServers.amqpURL, connectionName: "x").port) ?? 35672
+    }
+
+    private var caFile: String { "\(TestServers.tlsDirectory)/ca.pem" }
+
+    @Test func publishesWithConfirmsAndConsumesOverTLS() async throws {
+        let queue = TestServers.uniqueName("amqps.roundtrip")
+        try await withConnection(url: TestServers.amqpsURL, name: "tls-roundtrip", topology: quorumQueue(queue)) { connection in
+            #expect(connection.configuration.tls?.caCertificateFile != nil)
+            #expect(connection.configuration.port != plainPort)
+
+            // Small messages and one larger than a frame (128 KiB), so records and frames split.
+            let big = String(repeating: "0123456789abcdef", count: 20_000)
+            let texts = (0..<100).map { "tls-\($0)" } + [big]
+            let results = await connection.publish(texts.map { message($0, to: queue) })
+            let failures = results.filter { if case .failure = $0 { true } else { false } }
+            #expect(failures.isEmpty, "publishes failed: \(failures.prefix(3))")
+
+            let consumer = connection.consume(queue: queue, prefetch: 50)
+            let received = try await within(.seconds(20), "consuming \(texts.count) messages over TLS") { [consumer] in
+                var received: [String] = []
+                for try await delivery in consumer {
+                    received.append(delivery.text)
+                    delivery.ack()
+                    if received.count == texts.count { break }
+                }
+                return received
+            }
+            consumer.cancel()
+            #expect(received.count == texts.count)
+            #expect(received.sorted() == texts.sorted())
+            #expect(received.last?.count == big.count)
+            try await connection.deleteQueue(queue)
+        }
+    }
+
+    @Test func aClientCertificateFromTheBrokersCAIsAccepted() async throws {
+        let url = tlsURL(host: "localhost", port: tlsPort, [
+            "cacertfile": caFile,
+            "certfile": "\(TestServers.tlsDirectory)/client.pem",
+            "keyfile": "\(TestServers.tlsDirectory)/client.key",
+        ])
+        let queue = TestServers.uniqueName("amqps.client-cert")
+        try await withConnection(url: url, name: "tls-client-cert", topology: quorumQueue(queue)) { connection in
+            #expect(connection.configuration.tls?.certificateFile?.hasSuffix("client.pem") == true)
+            #expect(connection.isConnected)
+            try await connection.publish(message("with a client certificate", to: queue))
+            #expect(try await connection.queueStatus(queue).messages == 1)
+            try await connection.deleteQueue(queue)
+        }
+    }
+
+    @Test func aClientCertificateTheBrokerDoesNotTrustIsRefused() async throws {
+        let rogue = try RogueCA()
+        defer { rogue.remove() }
+        let url = tlsURL(host: "localhost", port: tlsPort, [
+            "cacertfile": caFile, "certfile": rogue.certificate, "keyfile": rogue.key,
+        ])
+        let (error, elapsed) = await connectionError(url, name: "tls-rogue-client")
+        #expect(error?.code == .tlsFailed, "\(String(describing: error))")
+        #expect(error?.isRetryable == false)
+        #expect(error?.message.contains("localhost:\(tlsPort)") == true, "\(String(describing: error))")
+        #expect(elapsed < .seconds(6))
+    }
+
+    @Test func aBrokerCertificateFromAnotherCAIsRefused() async throws {
+        let rogue = try RogueCA()
+        defer { rogue.remove() }
+        let (error, elapsed) = await connectionError(
+            tlsURL(host: "localhost", port: tlsPort, ["cacertfile": rogue.certificate]), name: "tls-rogue-ca"
+        )
+        #expect(error?.code == .tlsFailed, "\(String(describing: error))")
+        #expect(error?.isRetryable == false)
+        #expect(error?.message.contains("localhost:\(tlsPort)") == true, "\(String(describing: error))")
+        #expect(elapsed < .seconds(6))
+    }
+
+    @Test func theHostNameMustBeInTheBrokersCertificate() async throws {
+        // The same listener and CA: by name it works …
+        try await withConnection(url: tlsURL(host: "localhost", port: tlsPort, ["cacertfile": caFile]), name: "tls-by-name") { connection in
+            #expect(connection.isConnected)
+        }
+        // … by address (not in the certificate) it must not.
+        let (error, elapsed) = await connectionError(
+            tlsURL(host: "127.0.0.1", port: tlsPort, ["cacertfile": caFile]), name: "tls-by-address"
+        )
+        #expect(error?.code == .tlsFailed, "\(String(describing: error))")
+        #expect(error?.message.contains("127.0.0.1:\(tlsPort)") == true, "\(String(describing: error))")
+        #expect(error?.message.localizedCaseInsensitiveContains("hostname") == true, "\(String(describing: error))")
+        #expect(elapsed < .seconds(6))
+    }
+
+    @Test func amqpsToThePlainPortFailsWithinTheConnectTimeout() async throws {
+        let (error, elapsed) = await connectionError(
+            tlsURL(host: "localhost", port: plainPort, ["cacertfile": caFile, "connection_timeout": "2000"]),
+            name: "tls-to-plain-port"
+        )
+        #expect(error?.code == .tlsFailed, "\(String(describing: error))")
+        #expect(error?.message.contains("localhost:\(plainPort)") == true, "\(String(describing: error))")
+        #expect(elapsed < .seconds(3), "failed after \(elapsed)")
+    }
+
+    @Test func aMissingCAFileIsNamed() async throws {
+        let missing = "\(TestServers.tlsDirectory)/no-such-ca.pem"
+        let (error, _) = await connectionError(tlsURL(host: "localhost", port: tlsPort, ["cacertfile": missing]), name: "tls-no-ca")
+        #expect(error?.code == .tlsFailed, "\(String(describing: error))")
+        #expect(error?.message.contains(missing) == true, "\(String(describing: error))")
+    }
+
+    // MARK: Helpers
+
+    /// `amqps://guest:guest@HOST:PORT/%2f?…` with each option value percent-encoded.
+    private func tlsURL(host: String, port: Int, _ options: KeyValuePairs<String, String>) -> String {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "/._~-")
+        let query = options.map { "\($0.key)=\($0.value.addingPercentEncoding(withAllowedCharacters: allowed) ?? $0.value)" }
+        return "amqps://guest:guest@\(host):\(port)/%2f?\(query.joined(separator: "&"))"
+    }
+
+    /// The error `waitUntilConnected` throws for `url` (nil, recorded as an issue, if it connects) and
+    /// how long it took.
+    private func connectionError(_ url: String, name: String) async -> (AMQPError?, Duration) {
+        let connection: AMQPConnection
+        do {
+            connection = AMQPConnection(configuration: try AMQPConfiguration(url: url, connectionName: name), logger: testLogger)
+        } catch {
+            Issue.record(error, "invalid test URL \(url)")
+            return (nil, .zero)
+        }
+        let started = ContinuousClock.now
+        do {
+            try await connection.waitUntilConnected(timeout: .seconds(5))
+            let elapsed = ContinuousClock.now - started
+            Issue.record("\(url) connected; expected it to fail")
+            await connection.close()
+            return (nil, elapsed)
+        } catch {
+            let elapsed = ContinuousClock.now - started
+            await connection.close()
+            return (error, elapsed)
+        }
+    }
+}
+
+/// A self-signed CA made for one test with the `openssl` CLI, in a temporary directory: it signed
+/// nothing the broker has, and the broker does not trust it.
+private struct RogueCA {
+    let directory: String
+    var certificate: String { "\(directory)/rogue-ca.pem" }
+    var key: String { "\(directory)/rogue-ca.key" }
+
+    init() throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("amqp-tls-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        // A short-lived child that exits by itself, so Foundation's Process is fine here (see
+        // LocalServer for why it is not for servers). `-config /dev/null`: no system openssl.cnf needed.
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = [
+            "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+            "-keyout", key, "-out", certificate, "-days", "1", "-subj", "/CN=push rogue test CA",
+            "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "subjectAltName=DNS:localhost",
+            "-config", "/dev/null",
+        ]
+        let log = "\(directory)/openssl.log"
+        _ = FileManager.default.createFile(atPath: log, contents: nil)
+        let output = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
+        defer { try? output.close() }
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0, FileManager.default.fileExists(atPath: certificate) else {
+            let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+            remove()
+            throw RogueCAError(description: "openssl req exited with \(process.terminationStatus): \(text)")
+        }
+    }
+
+    func remove() {
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+}
+
+private struct RogueCAError: Error, CustomStringConvertible {
+    let description: String
+}
