@@ -61,6 +61,13 @@ final class ConnectionWorker: @unchecked Sendable {
     // MARK: Main loop
 
     func main() {
+        // A write to a broker that went away must be an EPIPE error, not a process-killing SIGPIPE
+        // (rabbitmq-c sends with MSG_NOSIGNAL, but TLS writes go through OpenSSL). Blocked on this
+        // thread only.
+        var pipe = sigset_t()
+        sigemptyset(&pipe)
+        sigaddset(&pipe, SIGPIPE)
+        pthread_sigmask(SIG_BLOCK, &pipe, nil)
         var attempt = 0
         while !closing {
             do throws(AMQPError) {
