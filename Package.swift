@@ -31,6 +31,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
     ],
     targets: [
         // MARK: C libraries (system-library targets; shims for variadic functions and macros)
@@ -75,6 +76,48 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        .target(
+            name: "APNs",
+            dependencies: [
+                "CNghttp2",
+                "COpenSSL",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+
+        // MARK: Redis-backed domain stores
+        .target(
+            name: "TokenRegistry",
+            dependencies: ["Redis", "PushCore", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "RateLimiting",
+            dependencies: ["Redis"],
+            swiftSettings: swiftSettings
+        ),
+
+        // MARK: Service logic (one library per service; the executable only wires it)
+        .target(
+            name: "PushIngest",
+            dependencies: [
+                "TokenRegistry",
+                "RateLimiting",
+                "PushServiceKit",
+                "PushCore",
+                "AMQP",
+                "Redis",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+
         // MARK: Pure core: the domain, no I/O
         .target(
             name: "PushCore",
@@ -101,7 +144,7 @@ let package = Package(
         ),
 
         // MARK: Executables: argument parsing and wiring only
-        .executableTarget(name: "push-ingest", dependencies: serviceDependencies, swiftSettings: swiftSettings),
+        .executableTarget(name: "push-ingest", dependencies: serviceDependencies + ["PushIngest"], swiftSettings: swiftSettings),
         .executableTarget(name: "push-render", dependencies: serviceDependencies, swiftSettings: swiftSettings),
         .executableTarget(name: "push-send", dependencies: serviceDependencies, swiftSettings: swiftSettings),
         .executableTarget(name: "push-feedback", dependencies: serviceDependencies, swiftSettings: swiftSettings),
@@ -134,6 +177,33 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TokenRegistryTests",
+            dependencies: ["TokenRegistry", "RateLimiting", "Redis", "PushCore", "TestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "PushIngestTests",
+            dependencies: [
+                "PushIngest",
+                "TokenRegistry",
+                "RateLimiting",
+                "PushServiceKit",
+                "PushCore",
+                "AMQP",
+                "Redis",
+                "TestSupport",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "APNsTests",
+            dependencies: ["APNs", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: swiftSettings
         ),
         .testTarget(
