@@ -36,3 +36,9 @@ bench: deps-bench
 # Stops every local RabbitMQ/Redis instance (by PID) and removes .local.
 clean-local:
 	@bash scripts/clean-local.sh
+
+# push-ingest under wrk: PUT /v1/apps/{app}/devices/{token} and the legacy /register (release
+# build, private Redis and push-ingest, stopped afterwards). See Benchmarks/ingest/README.md.
+.PHONY: bench-ingest
+bench-ingest: deps-bench
+	@bash Benchmarks/ingest/run.sh

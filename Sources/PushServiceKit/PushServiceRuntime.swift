@@ -58,11 +58,19 @@ public struct PushServiceRuntime: Sendable {
     /// SIGINT. Shutdown goes in reverse: `services` drain first, then the clients close, and the
     /// admin listener stops last.
     public func run(services: [any Service]) async throws {
-        logger.info("starting", metadata: ["push.service": "\(name)", "push.admin_port": "\(configuration.httpPort)"])
         let admin = buildAdminServer(configuration: configuration, readiness: readinessChecks, logger: logger)
+        try await run(services: services, adminServer: admin)
+    }
+
+    /// Like ``run(services:)``, with the admin listener given: `nil` when one of `services` serves
+    /// ``AdminRoutes`` itself (push-ingest answers `/healthz`, `/readyz` and `/metrics` on its API port;
+    /// put that server last in `services` so graceful shutdown stops it first and its in-flight
+    /// requests still find Redis).
+    public func run(services: [any Service], adminServer: AdminServer?) async throws {
+        logger.info("starting", metadata: ["push.service": "\(name)", "push.admin_port": "\(configuration.httpPort)"])
         try await runService(
             services: [amqp, redis] + services,
-            adminServer: admin,
+            adminServer: adminServer,
             shutdownTimeout: configuration.shutdownTimeout,
             logger: logger
         )

@@ -1,5 +1,8 @@
 import ArgumentParser
+import PushIngest
 import PushServiceKit
+import RateLimiting
+import TokenRegistry
 
 @main
 struct PushIngestCommand: AsyncParsableCommand {
@@ -7,14 +10,32 @@ struct PushIngestCommand: AsyncParsableCommand {
         commandName: "push-ingest",
         abstract: "Device-token registration: HTTP API, legacy forms and the push.registrations queue, into the Redis token registry.",
         discussion: """
-            Connects to RabbitMQ (declaring the push topology) and Redis, and serves /healthz, /readyz and /metrics on PUSH_HTTP_PORT (default 8080). SIGTERM or SIGINT drains in-flight work and exits 0.
+            Serves on PUSH_HTTP_PORT (default 8080): PUT/GET/DELETE /v1/apps/{app}/devices/{token} (Authorization: Bearer <the app's ingest key>), the legacy forms GET/POST /register and POST /push_token, and /healthz, /readyz, /metrics. Consumes push.registrations. Connects to RabbitMQ (declaring the push topology) and Redis; SIGTERM or SIGINT stops accepting requests, finishes those in flight, drains the queue consumer and exits 0.
 
             \(PushConfiguration.environmentHelp)
+            \(IngestConfiguration.environmentHelp)
             """
     )
 
     func run() async throws {
-        let runtime = try await PushServiceRuntime.bootstrap(name: "push-ingest", defaultHTTPPort: 8080)
-        try await runtime.run(services: [])
+        let runtime = try await PushServiceRuntime.bootstrap(name: "push-ingest", defaultHTTPPort: PushConfiguration.DefaultHTTPPort.ingest)
+        let reader = try await PushConfigurationReader.load()
+        reader.warnAboutUnknownKeys(known: PushConfiguration.keys.union(IngestConfiguration.keys), logger: runtime.logger)
+        let ingest = try IngestConfiguration(reader: reader)
+        let apps = try runtime.configuration.loadAppsFile()
+        let registry = TokenRegistry(redis: runtime.redis)
+        let consumer = RegistrationQueueConsumer(amqp: runtime.amqp, registry: registry, apps: apps, logger: runtime.logger)
+        let http = buildIngestApplication(
+            configuration: runtime.configuration,
+            ingest: ingest,
+            apps: apps,
+            registry: registry,
+            rateLimiter: RateLimiter(redis: runtime.redis),
+            readiness: runtime.readinessChecks,
+            logger: runtime.logger
+        )
+        // Last in the list, so graceful shutdown stops the HTTP server first, then the consumer drains,
+        // then Redis and the broker connection close.
+        try await runtime.run(services: [consumer, http], adminServer: nil)
     }
 }

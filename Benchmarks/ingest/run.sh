@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# push-ingest benchmark: wrk against PUT /v1/apps/{app}/devices/{token} (put.lua) and the legacy
+# GET /register (register.lua), every request a new token, on loopback.
+#
+#   bash Benchmarks/ingest/run.sh        (or: make bench-ingest)
+#
+# Builds push-ingest in release, starts a private Redis (`scripts/redis.sh --name ingest-bench`, AOF
+# with appendfsync everysec like every local Redis; flushed first), starts push-ingest with
+# Benchmarks/ingest/apps.json (credential "none", one bearer key) and an unreachable RabbitMQ (the
+# HTTP side does not need the broker; the service keeps serving while AMQP reconnects in the
+# background), runs `wrk -t2 -c64 -d20s --latency` for each script, prints requests/s, p99, errors,
+# push-ingest's peak RSS (VmHWM) and how the cores were shared, and stops everything it started (and
+# drops the Redis data), also on failure or Ctrl-C.
+#
+# Environment: INGEST_BENCH_DURATION (20s), INGEST_BENCH_CONNECTIONS (64), INGEST_BENCH_THREADS (2),
+# INGEST_BENCH_REDIS_PORT (36611), INGEST_BENCH_HTTP_PORT (38611), INGEST_BENCH_SCRATCH (.build: the
+# SwiftPM scratch path), INGEST_BENCH_SKIP_BUILD=1 (use the binary already built).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$ROOT"
+
+DURATION=${INGEST_BENCH_DURATION:-20s}
+CONNECTIONS=${INGEST_BENCH_CONNECTIONS:-64}
+THREADS=${INGEST_BENCH_THREADS:-2}
+REDIS_PORT=${INGEST_BENCH_REDIS_PORT:-36611}
+HTTP_PORT=${INGEST_BENCH_HTTP_PORT:-38611}
+SCRATCH=${INGEST_BENCH_SCRATCH:-.build}
+BENCH_DIR="$ROOT/Benchmarks/ingest"
+OUT_DIR="$ROOT/.local/ingest-bench"
+mkdir -p "$OUT_DIR"
+
+say() { printf '%s\n' "$*"; }
+die() {
+    printf 'run.sh: %s\n' "$*" >&2
+    exit 1
+}
+
+if ! command -v wrk >/dev/null; then
+    say "installing wrk"
+    if [[ $(id -u) == 0 ]]; then
+        apt-get install -y -o DPkg::Lock::Timeout=600 wrk >/dev/null
+    else
+        sudo apt-get install -y -o DPkg::Lock::Timeout=600 wrk >/dev/null
+    fi
+fi
+command -v redis-cli >/dev/null || die "redis-cli is missing (run scripts/install-deps.sh)"
+
+if [[ ${INGEST_BENCH_SKIP_BUILD:-} != 1 ]]; then
+    say "building push-ingest (release)"
+    swift build -c release --scratch-path "$SCRATCH" --product push-ingest 2>&1 | tail -1
+fi
+BINARY="$SCRATCH/release/push-ingest"
+[[ -x $BINARY ]] || die "$BINARY is missing"
+
+INGEST_PID=""
+cleanup() {
+    if [[ -n $INGEST_PID ]] && kill -0 "$INGEST_PID" 2>/dev/null; then
+        kill -TERM "$INGEST_PID" 2>/dev/null || true
+        for _ in $(seq 1 100); do
+            kill -0 "$INGEST_PID" 2>/dev/null || break
+            sleep 0.1
+        done
+        kill -KILL "$INGEST_PID" 2>/dev/null || true
+    fi
+    # The private Redis's AOF holds every token of the run (~200 MB); nothing needs it afterwards.
+    PUSH_QUIET=1 bash scripts/redis.sh stop --name ingest-bench --port "$REDIS_PORT" && rm -rf "$ROOT/.local/redis-ingest-bench/data"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+PUSH_QUIET=1 bash scripts/redis.sh start --name ingest-bench --port "$REDIS_PORT"
+redis-cli -p "$REDIS_PORT" FLUSHALL >/dev/null
+
+# Port 1 on loopback refuses connections: AMQP stays down and reconnects with backoff all along.
+PUSH_APPS_FILE="$BENCH_DIR/apps.json" \
+    PUSH_REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0" \
+    PUSH_AMQP_URL="amqp://guest:guest@127.0.0.1:1/%2f" \
+    PUSH_HTTP_HOST=127.0.0.1 PUSH_HTTP_PORT="$HTTP_PORT" PUSH_LOG_LEVEL=warning \
+    "$BINARY" >"$OUT_DIR/push-ingest.log" 2>&1 &
+INGEST_PID=$!
+sleep 0.2
+[[ $(readlink "/proc/$INGEST_PID/exe" 2>/dev/null) == */push-ingest ]] || die "process $INGEST_PID is not push-ingest"
+
+for _ in $(seq 1 100); do
+    curl -fsS "http://127.0.0.1:$HTTP_PORT/healthz" >/dev/null 2>&1 && break
+    kill -0 "$INGEST_PID" 2>/dev/null || {
+        cat "$OUT_DIR/push-ingest.log" >&2
+        die "push-ingest exited during start-up"
+    }
+    sleep 0.1
+done
+curl -fsS "http://127.0.0.1:$HTTP_PORT/healthz" >/dev/null || die "push-ingest does not answer /healthz"
+say "push-ingest $INGEST_PID on 127.0.0.1:$HTTP_PORT (readiness: $(curl -sS "http://127.0.0.1:$HTTP_PORT/readyz"))"
+say "idle RSS: $(awk '/VmRSS/ {print $2 " " $3}' "/proc/$INGEST_PID/status")"
+say "machine: $(nproc) cores, $(awk '/model name/ {sub(/.*: /, ""); print; exit}' /proc/cpuinfo)"
+
+# A short warm-up so the first run does not pay for lazy initialisation.
+wrk -t1 -c8 -d2s -s "$BENCH_DIR/put.lua" "http://127.0.0.1:$HTTP_PORT" >/dev/null
+
+# CPU jiffies: busy time of the whole machine, and of one process.
+machine_busy() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }
+process_cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+REDIS_PID=$(cat "$ROOT/.local/redis-ingest-bench/redis.pid")
+
+run() {
+    local name=$1 script=$2 out="$OUT_DIR/$1.txt"
+    local busy0 ingest0 redis0 busy1 ingest1 redis1 start end
+    busy0=$(machine_busy) ingest0=$(process_cpu "$INGEST_PID") redis0=$(process_cpu "$REDIS_PID") start=$(date +%s%N)
+    wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency -s "$BENCH_DIR/$script" "http://127.0.0.1:$HTTP_PORT" >"$out"
+    busy1=$(machine_busy) ingest1=$(process_cpu "$INGEST_PID") redis1=$(process_cpu "$REDIS_PID") end=$(date +%s%N)
+    local rps p50 p99 errors ticks
+    rps=$(awk '/^Requests\/sec:/ {print $2}' "$out")
+    p50=$(awk '$1 == "50%" {print $2}' "$out")
+    p99=$(awk '$1 == "99%" {print $2}' "$out")
+    errors=$(awk '/Non-2xx or 3xx responses:/ {print $NF} /Socket errors:/ {print $0}' "$out" | paste -sd' ' -)
+    printf '%-9s %10s req/s   p50 %8s   p99 %8s   errors: %s   peak RSS %s\n' \
+        "$name" "$rps" "$p50" "$p99" "${errors:-none}" "$(awk '/VmHWM/ {print $2 " " $3}' "/proc/$INGEST_PID/status")"
+    # Jiffies are 1/100 s: CPU % of one core = jiffies / seconds.
+    ticks=$(((end - start) / 10000000))
+    printf '          CPU (%% of one core, %s cores): push-ingest %s, redis %s, wrk and everything else %s\n' "$(nproc)" \
+        "$(((ingest1 - ingest0) * 100 / ticks))" "$(((redis1 - redis0) * 100 / ticks))" \
+        "$((((busy1 - busy0) - (ingest1 - ingest0) - (redis1 - redis0)) * 100 / ticks))"
+}
+
+say "wrk -t$THREADS -c$CONNECTIONS -d$DURATION --latency (full output in $OUT_DIR)"
+run put put.lua
+run register register.lua
+say "tokens registered: $(redis-cli -p "$REDIS_PORT" SCARD 'push:{com.example.bench}:tokens')"

@@ -1,0 +1,106 @@
+import Hummingbird
+import PushCore
+
+/// The legacy client forms (CONTRACT.md, "Legacy client forms"), so shipped apps keep working unchanged:
+///
+/// - `GET /register?…` and `POST /register` (parameters in the query, or in an
+///   `application/x-www-form-urlencoded` body; a name in both takes the body's value): see
+///   ``LegacyRegistrationForm`` for the parameters and the credential check.
+/// - `POST /push_token` with `username=…&token=…` (form body or query): see ``LegacyPushTokenForm``.
+///
+/// Answers are JSON: `200 {"ret":0,"msg":"ok"}`, or the HTTP status and `ret` of ``IngestError`` with
+/// the reason in `msg`:
+///
+/// | `ret` | HTTP | meaning |
+/// |---|---|---|
+/// | 0 | 200 | registered |
+/// | 1 | 400, 413, 415 | a bad, missing or oversized parameter or body (`msg` names it) |
+/// | 2 | 403 | `credential` missing or wrong |
+/// | 3 | 403 | `timestamp` outside the app's window |
+/// | 4 | 404 | `app_name` names no app and there is no default app |
+/// | 5 | 429 (+ `Retry-After`) | rate limited |
+/// | 6 | 503 (500 for a bug) | the registry is unavailable or the request timed out; try again |
+extension HTTPRegistrationEndpoints {
+    func register(_ request: Request, context: IngestRequestContext) async -> Response {
+        await respond(.register, context: context, legacy: true) { () async throws(IngestError) -> Answer in
+            let client = context.clientAddress
+            let form: LegacyRegistrationForm
+            let app: AppConfiguration
+            do throws(IngestError) {
+                let parameters = try await legacyParameters(request)
+                do throws(RegistrationError) {
+                    form = try LegacyRegistrationForm(parameters: parameters)
+                } catch {
+                    throw IngestError(error)
+                }
+                guard let resolved = apps.appForLegacyRegistration(appName: form.appName) else {
+                    throw IngestError(.unknownApp, field: "app_name", "names no app and no app is the default")
+                }
+                app = resolved
+                try form.verify(ingest: app.ingest, nowMilliseconds: Self.nowMilliseconds())
+            } catch {
+                throw await refusal(error, client: client)
+            }
+            try await enforceRateLimits(client: client, app: app.bundleID)
+            let (created, _) = try await upsert(app: app, token: form.token, registration: form.registration)
+            return Answer(status: .ok, body: nil, outcome: created ? "created" : "updated")
+        }
+    }
+
+    func pushToken(_ request: Request, context: IngestRequestContext) async -> Response {
+        await respond(.pushToken, context: context, legacy: true) { () async throws(IngestError) -> Answer in
+            let client = context.clientAddress
+            let form: LegacyPushTokenForm
+            let app: AppConfiguration
+            do throws(IngestError) {
+                let parameters = try await legacyParameters(request)
+                do throws(RegistrationError) {
+                    form = try LegacyPushTokenForm(parameters: parameters)
+                } catch {
+                    throw IngestError(error)
+                }
+                guard let defaultApp = apps.defaultApp else {
+                    throw IngestError(.unknownApp, "no app is the default, and /push_token registers for the default app")
+                }
+                app = defaultApp
+            } catch {
+                throw await refusal(error, client: client)
+            }
+            try await enforceRateLimits(client: client, app: app.bundleID)
+            let (created, _) = try await upsert(app: app, token: form.token, registration: form.registration)
+            return Answer(status: .ok, body: nil, outcome: created ? "created" : "updated")
+        }
+    }
+
+    /// The query's parameters, and for a request with a body, the form body's (which win).
+    ///
+    /// A non-empty body in anything but `application/x-www-form-urlencoded` is `415` (ret 1): silently
+    /// ignoring it would register a device with none of the parameters the client meant to send.
+    private func legacyParameters(_ request: Request) async throws(IngestError) -> FormParameters {
+        let query: FormParameters
+        do throws(RegistrationError) {
+            query = try FormParameters(urlEncoded: Array((request.uri.query ?? "").utf8))
+        } catch {
+            throw IngestError(error)
+        }
+        guard request.method == .post, Self.hasBody(request) else {
+            return query
+        }
+        let body = try await collectBody(request)
+        if body.isEmpty {
+            return query
+        }
+        guard Self.hasMediaType(request, "application/x-www-form-urlencoded") else {
+            throw IngestError(
+                .unsupportedMediaType,
+                field: "Content-Type",
+                "must be application/x-www-form-urlencoded, got \(Self.mediaType(request).map { LegacyRegistrationForm.quoted($0) } ?? "none")"
+            )
+        }
+        do throws(RegistrationError) {
+            return try FormParameters(urlEncoded: body).merging(query)
+        } catch {
+            throw IngestError(error)
+        }
+    }
+}

@@ -1,0 +1,97 @@
+import Foundation
+import Redis
+import TestSupport
+import Testing
+
+/// The built `push-ingest` run as ops run it: a bad apps file stops it with a message naming the app
+/// and field; a good one serves the API and the admin routes on `PUSH_HTTP_PORT` and stops with exit 0
+/// on SIGTERM. Against the real test servers.
+@Suite struct HTTPExecutableTests {
+    private static func executable() throws -> String {
+        let path = TestServers.productsDirectory.appendingPathComponent("push-ingest").path
+        guard FileManager.default.isExecutableFile(atPath: path) else {
+            throw ChildProcessError("\(path) is not built (swift test builds every product)")
+        }
+        return path
+    }
+
+    private static func writeAppsFile(_ json: String) throws -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("ingest-apps-\(UUID().uuidString).json").path
+        try json.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    @Test func aBadAppsFileStopsTheServiceNamingTheAppAndField() async throws {
+        let apps = try Self.writeAppsFile(
+            """
+            {"apps": {"com.example.game": {"default": true,
+              "apns": {"key_file": "k.p8", "key_id": "ABC123DEFG", "team_id": "DEF123GHIJ"},
+              "ingest": {"credential": "hmac-sha256"}}}}
+            """
+        )
+        defer { try? FileManager.default.removeItem(atPath: apps) }
+        let child = try ChildProcess(
+            [try Self.executable()],
+            environment: [
+                "PUSH_APPS_FILE": apps, "PUSH_AMQP_URL": TestServers.amqpURL, "PUSH_REDIS_URL": TestServers.redisURL,
+                "PUSH_HTTP_PORT": String(TestServers.freePort()), "PUSH_HTTP_HOST": "127.0.0.1",
+            ]
+        )
+        let status = await child.waitForExit(timeout: .seconds(20))
+        #expect(status != nil && status != 0, "\(child.output)")
+        #expect(child.output.contains(#"apps["com.example.game"].ingest.secret"#), "\(child.output)")
+    }
+
+    @Test func theServiceRegistersOverHTTPAndStopsCleanlyOnSIGTERM() async throws {
+        let bundleID = TestServers.uniqueName("com.test.exec")
+        let apps = try Self.writeAppsFile(
+            """
+            {"apps": {"\(bundleID)": {"default": true,
+              "apns": {"key_file": "k.p8", "key_id": "ABC123DEFG", "team_id": "DEF123GHIJ"},
+              "ingest": {"api_keys": ["exec-key"], "credential": "none"}}}}
+            """
+        )
+        defer { try? FileManager.default.removeItem(atPath: apps) }
+        let port = TestServers.freePort()
+        let child = try ChildProcess(
+            [try Self.executable()],
+            environment: [
+                "PUSH_APPS_FILE": apps, "PUSH_AMQP_URL": TestServers.amqpURL, "PUSH_REDIS_URL": TestServers.redisURL,
+                "PUSH_HTTP_PORT": String(port), "PUSH_HTTP_HOST": "127.0.0.1",
+            ]
+        )
+        var ready = ""
+        let deadline = ContinuousClock.now + .seconds(20)
+        while ContinuousClock.now < deadline, child.status == nil {
+            ready = (try? await rawHTTPExchange(port: port, "GET /readyz HTTP/1.1\r\nHost: localhost\r\n\r\n", timeout: .seconds(3)).response) ?? ""
+            if ready.hasPrefix("HTTP/1.1 200") { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(ready.hasPrefix("HTTP/1.1 200"), "\(ready)\n\(child.output)")
+
+        let token = HTTPTesting.uniqueToken()
+        let body = #"{"user": "alice"}"#
+        let put =
+            "PUT /v1/apps/\(bundleID)/devices/\(token) HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer exec-key\r\n"
+            + "Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
+        let created = try await rawHTTPExchange(port: port, put, timeout: .seconds(5)).response
+        #expect(created.hasPrefix("HTTP/1.1 201"), "\(created)")
+        let legacy = try await rawHTTPExchange(
+            port: port,
+            "GET /register?device_token=\(token) HTTP/1.1\r\nHost: localhost\r\n\r\n",
+            timeout: .seconds(5)
+        ).response
+        #expect(legacy.hasSuffix(#"{"ret":0,"msg":"ok"}"#), "\(legacy)")
+        let metrics = try await rawHTTPExchange(port: port, "GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n", timeout: .seconds(5)).response
+        #expect(metrics.contains(#"push_ingest_requests_total{endpoint="put",outcome="created"} 1"#), "\(metrics.prefix(2000))")
+
+        child.signal(SIGTERM)
+        #expect(await child.waitForExit(timeout: .seconds(15)) == 0, "\(child.output)")
+
+        // The service writes under the production prefix; remove this test's app.
+        let redis = try await RedisClient.connect(configuration: RedisConfiguration(url: TestServers.redisURL, source: "PUSH_TEST_REDIS_URL"), logger: HTTPIngestHarness.logger)
+        let keys = try await redis.execute("KEYS", "push:{\(bundleID)}:*").array?.compactMap(\.string) ?? []
+        if !keys.isEmpty { try await redis.execute(RedisCommand(["UNLINK"] + keys)) }
+        await redis.close()
+    }
+}

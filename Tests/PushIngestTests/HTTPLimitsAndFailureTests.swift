@@ -1,0 +1,141 @@
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import PushIngest
+import PushServiceKit
+import TestSupport
+import Testing
+
+/// Rate limits (real GCRA in the real Redis), Redis going away and coming back (a private Redis of
+/// this suite's own, stopped and restarted), and reading the configuration.
+@Suite struct HTTPLimitsAndFailureTests {
+    static let game = HTTPIngestHarness.game
+
+    /// Sends `request` until it is refused with 429 (at most 20 times: the limits in these tests allow 2
+    /// a second, so only a request that took half a second each could miss), and returns that answer.
+    static func untilLimited(_ request: () async throws -> TestResponse) async throws -> TestResponse {
+        var last: TestResponse?
+        for _ in 0..<20 {
+            let response = try await request()
+            if response.status == .tooManyRequests { return response }
+            last = response
+        }
+        Issue.record("never answered 429; last answer \(last.map { "\($0.status) \($0.text)" } ?? "none")")
+        return try #require(last)
+    }
+
+    @Test func theClientLimitAnswers429WithRetryAfterOnceSpent() async throws {
+        let harness = try await HTTPIngestHarness.make(ingest: IngestConfiguration(ratePerClient: 2, ratePerApp: 0))
+        try await harness.run { client async throws in
+            // A burst of one second's worth (2) is allowed whatever the timing; then requests are refused.
+            for _ in 0..<2 {
+                #expect(try await client.put(Self.game, HTTPTesting.uniqueToken(), json: "{}").status == .created)
+            }
+            let refused = try await Self.untilLimited { try await client.put(Self.game, HTTPTesting.uniqueToken(), json: "{}") }
+            #expect(refused.json["error"] as? String == "rate_limited")
+            #expect(refused.headers[.retryAfter] == "1")
+
+            // The legacy forms share the client's allowance and answer ret 5 with the same status.
+            let legacy = try await Self.untilLimited {
+                try await client.get("/register?device_token=\(HTTPTesting.uniqueToken())&app_name=\(HTTPIngestHarness.quiet)")
+            }
+            #expect(legacy.json["ret"] as? Int == 5)
+            #expect(legacy.headers[.retryAfter] == "1")
+
+            // Refused requests count too: keys cannot be guessed without limit.
+            let guessing = try await Self.untilLimited { try await client.put(Self.game, HTTPTesting.uniqueToken(), json: "{}", key: "guess") }
+            #expect(guessing.json["error"] as? String == "rate_limited")
+
+            // The allowance comes back with time.
+            try await Task.sleep(for: .milliseconds(1100))
+            #expect(try await client.put(Self.game, HTTPTesting.uniqueToken(), json: "{}").status == .created)
+        }
+        await harness.cleanUp()
+    }
+
+    @Test func theAppLimitIsPerApp() async throws {
+        let harness = try await HTTPIngestHarness.make(ingest: IngestConfiguration(ratePerClient: 0, ratePerApp: 2))
+        try await harness.run { client async throws in
+            for _ in 0..<2 {
+                #expect(try await client.put(Self.game, HTTPTesting.uniqueToken(), json: "{}").status == .created)
+            }
+            let refused = try await Self.untilLimited { try await client.put(Self.game, HTTPTesting.uniqueToken(), json: "{}") }
+            #expect(refused.headers[.retryAfter] != nil)
+            // Another app has its own allowance.
+            let shop = try await client.put(HTTPIngestHarness.shop, HTTPTesting.uniqueToken(), json: "{}", key: HTTPIngestHarness.shopKey)
+            #expect(shop.status == .created)
+        }
+        await harness.cleanUp()
+    }
+
+    @Test func redisStoppedAnswers503WithinTheTimeoutAndRecoversAfterRestart() async throws {
+        let server = TestRedis.outage
+        try await server.start()
+        do {
+            let harness = try await HTTPIngestHarness.make(redisURL: server.url)
+            try await harness.run { client async throws in
+                let token = HTTPTesting.uniqueToken()
+                #expect(try await client.put(Self.game, token, json: #"{"user": "alice"}"#).status == .created)
+
+                try await server.stop()
+                for request in ["put", "get", "register"] {
+                    let start = ContinuousClock.now
+                    let response: TestResponse
+                    switch request {
+                    case "put": response = try await client.put(Self.game, token, json: #"{"user": "bob"}"#)
+                    case "get": response = try await client.get(Self.game, token)
+                    default: response = try await client.get("/register?device_token=\(token)&app_name=\(HTTPIngestHarness.quiet)")
+                    }
+                    let elapsed = ContinuousClock.now - start
+                    #expect(response.status == .serviceUnavailable, "\(request): \(response.text)")
+                    #expect(!response.text.contains("127.0.0.1"), "answers never show the infrastructure: \(response.text)")
+                    if request == "register" {
+                        #expect(response.json["ret"] as? Int == 6)
+                    } else {
+                        #expect(response.json["error"] as? String == "unavailable")
+                    }
+                    // The Redis command timeout is 2 s (plus a connect attempt while it is down).
+                    #expect(elapsed < .milliseconds(4500), "\(request) took \(elapsed)")
+                }
+                let ready = try await client.get("/readyz")
+                #expect(ready.status == .serviceUnavailable)
+
+                try await server.start()
+                var status: HTTPResponse.Status = .serviceUnavailable
+                let deadline = ContinuousClock.now + .seconds(20)
+                while status == .serviceUnavailable, ContinuousClock.now < deadline {
+                    status = try await client.put(Self.game, token, json: #"{"user": "bob"}"#).status
+                    if status == .serviceUnavailable { try await Task.sleep(for: .milliseconds(200)) }
+                }
+                #expect(status == .ok)  // the record written before the outage survived (AOF)
+                #expect(try await client.get(Self.game, token).json["user"] as? String == "bob")
+            }
+            await harness.cleanUp()
+        } catch {
+            try? await server.stop()
+            throw error
+        }
+        try await server.stop()
+    }
+
+    @Test func configurationIsReadFromTheEnvironmentWithDefaults() async throws {
+        let defaults = try IngestConfiguration(reader: await PushConfigurationReader.load(environment: [:]))
+        #expect(defaults == IngestConfiguration())
+        let reader = try await PushConfigurationReader.load(environment: [
+            "PUSH_INGEST_RATE_PER_CLIENT": "10", "PUSH_INGEST_RATE_PER_APP": "0", "PUSH_INGEST_MAX_BODY_BYTES": "4096",
+            "PUSH_INGEST_REQUEST_TIMEOUT_S": "2.5", "PUSH_INGEST_IDLE_TIMEOUT_S": "30", "PUSH_INGEST_MAX_CONNECTIONS": "100",
+        ])
+        let configuration = try IngestConfiguration(reader: reader)
+        #expect(configuration.ratePerClient == 10)
+        #expect(configuration.ratePerApp == 0)
+        #expect(configuration.maxBodySize == 4096)
+        #expect(configuration.requestTimeout == .milliseconds(2500))
+        #expect(configuration.idleTimeout == .seconds(30))
+        #expect(configuration.maxConnections == 100)
+        #expect(reader.unknownKeys(known: PushConfiguration.keys.union(IngestConfiguration.keys)).isEmpty)
+
+        let bad = try await PushConfigurationReader.load(environment: ["PUSH_INGEST_RATE_PER_APP": "lots"])
+        let error = #expect(throws: ConfigurationError.self) { try IngestConfiguration(reader: bad) }
+        #expect(error?.message.hasPrefix("PUSH_INGEST_RATE_PER_APP: ") == true)
+    }
+}

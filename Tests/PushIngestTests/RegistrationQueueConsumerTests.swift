@@ -1,0 +1,357 @@
+import AMQP
+import Foundation
+import Logging
+import PushCore
+import PushIngest
+import PushServiceKit
+import Redis
+import ServiceLifecycle
+import Synchronization
+import Testing
+import TestSupport
+import TokenRegistry
+
+/// The `push.registrations` consumer against the shared test RabbitMQ and Redis
+/// (`TestServers.amqpURL`, `TestServers.redisURL`); fails when either is not running. Each test
+/// declares its own `PushQueues` prefix and uses its own app id, and removes both at the end.
+@Suite("Registration queue consumer against real RabbitMQ and Redis", .timeLimit(.minutes(2)))
+struct RegistrationQueueConsumerTests {
+    @Test func aValidRegistrationLandsInRedisAndRedeliveryIsHarmless() async throws {
+        try await withRegistrationQueueFixture("valid") { fixture in
+            let token = fixture.token(1)
+            let body = #"{"app": "\#(fixture.app)", "token": "\#(token.hex)", "user": "alice", "locale": "de-CH", "topics": ["news", "sports"], "settings": {"badge": false}}"#
+            try await fixture.run { _ in
+                try await fixture.publish(body)
+                let record = try await fixture.eventuallyRecord(token) { $0 != nil }
+                #expect(record?.user == "alice")
+                #expect(record?.locale == "de-CH")
+                #expect(record?.environment == .sandbox, "the app's default environment")
+                #expect(record?.topics == ["news", "sports"])
+                #expect(record?.settings == NotificationSettings(alert: true, badge: false, sound: true))
+                #expect(record?.registeredAt == 1_000)
+
+                // The same message again (as after a redelivery): same record, same sets, nothing doubled.
+                fixture.clock.set(2_000)
+                try await fixture.publish(body)
+                let again = try await fixture.eventuallyRecord(token) { $0?.updatedAt == 2_000 }
+                #expect(again?.registeredAt == 1_000)
+                #expect(again?.user == "alice" && again?.topics == ["news", "sports"])
+                #expect(try await fixture.members(fixture.keys.user("alice")) == [token.hex])
+                #expect(try await fixture.members(fixture.keys.topic("news")) == [token.hex])
+                #expect(try await fixture.members(fixture.keys.tokens) == [token.hex])
+            }
+            #expect(try await fixture.amqp.queueStatus(fixture.names.registrations.name).messages == 0)
+            #expect(try await fixture.amqp.queueStatus(fixture.names.dead).messages == 0)
+        }
+    }
+
+    @Test func aDeleteOperationRemovesTheToken() async throws {
+        try await withRegistrationQueueFixture("delete") { fixture in
+            let token = fixture.token(2)
+            try await fixture.run { _ in
+                try await fixture.publish(#"{"app": "\#(fixture.app)", "token": "\#(token.hex)", "user": "bob", "topics": ["news"]}"#)
+                _ = try await fixture.eventuallyRecord(token) { $0 != nil }
+                try await fixture.publish(#"{"app": "\#(fixture.app)", "token": "\#(token.hex)", "op": "delete"}"#)
+                _ = try await fixture.eventuallyRecord(token) { $0 == nil }
+                #expect(try await fixture.members(fixture.keys.user("bob")).isEmpty)
+                #expect(try await fixture.members(fixture.keys.topic("news")).isEmpty)
+                #expect(try await fixture.members(fixture.keys.tokens).isEmpty)
+                // Deleting what is not there is fine too, and goes nowhere near the dead queue.
+                try await fixture.publish(#"{"app": "\#(fixture.app)", "token": "\#(token.hex)", "op": "delete"}"#)
+                try await eventuallyInRegistrationQueueTest("the second delete is consumed") {
+                    try await fixture.amqp.queueStatus(fixture.names.registrations.name).messages == 0
+                }
+            }
+            #expect(try await fixture.amqp.queueStatus(fixture.names.dead).messages == 0)
+        }
+    }
+
+    @Test func invalidMessagesAreDeadLetteredWithTheReasonAndLaterOnesStillProcessed() async throws {
+        try await withRegistrationQueueFixture("invalid") { fixture in
+            let token = fixture.token(3)
+            let invalid: [(body: String, reasonPrefix: String)] = [
+                ("this is not JSON", "body: "),
+                (#"{"app": "com.example.unknown", "token": "\#(token.hex)"}"#, "app: names no configured app"),
+                (#"{"app": "\#(fixture.app)", "token": "not-a-token"}"#, "token: "),
+                (#"{"app": "\#(fixture.app)", "token": "\#(token.hex)", "settings": {"alert": "yes"}}"#, "settings.alert: must be true or false"),
+            ]
+            try await fixture.run { _ in
+                for (index, message) in invalid.enumerated() {
+                    try await fixture.publish(message.body, headers: ["x-test-index": .int64(Int64(index))], messageID: "m-\(index)")
+                }
+                try await fixture.publish(#"{"app": "\#(fixture.app)", "token": "\#(token.hex)", "user": "carol"}"#)
+                let record = try await fixture.eventuallyRecord(token) { $0 != nil }
+                #expect(record?.user == "carol")
+
+                let dead = try await fixture.receive(from: fixture.names.dead, count: invalid.count)
+                #expect(dead.count == invalid.count)
+                for delivery in dead {
+                    let index = try #require(delivery.properties.headers["x-test-index"]?.intValue.map { Int($0) })
+                    let reason = delivery.properties.headers[PushQueues.errorHeader]?.stringValue ?? ""
+                    #expect(String(decoding: delivery.body, as: UTF8.self) == invalid[index].body, "the original body")
+                    #expect(reason.hasPrefix(invalid[index].reasonPrefix), "message \(index): \(reason)")
+                    #expect(delivery.properties.messageID == "m-\(index)", "properties are kept")
+                    #expect(delivery.properties.contentType == "application/json")
+                    #expect(delivery.properties.persistent)
+                }
+            }
+            #expect(try await fixture.amqp.queueStatus(fixture.names.registrations.name).messages == 0)
+        }
+    }
+
+    @Test func anUnavailableRedisSendsTheMessageToTheFirstRetryTier() async throws {
+        // A registry whose Redis is a closed port: every write fails as unavailable within the timeout.
+        let unreachable = try RedisConfiguration(url: "redis://127.0.0.1:1/0?connect_timeout_ms=200&command_timeout_ms=300&pool_size=1")
+        let downRedis = RedisClient(configuration: unreachable, logger: registrationQueueTestLogger)
+        try await withRegistrationQueueFixture("unavailable", registryRedis: downRedis) { fixture in
+            let token = fixture.token(4)
+            let body = #"{"app": "\#(fixture.app)", "token": "\#(token.hex)", "user": "dave"}"#
+            let tier = fixture.names.registrations.retryQueue(tier: 0)
+            try await fixture.run { _ in
+                try await fixture.publish(body)
+                try await eventuallyInRegistrationQueueTest("the message reaches \(tier)") {
+                    try await fixture.amqp.queueStatus(tier).messages == 1
+                }
+            }
+            // Taken off the tier before its 5 s delay sends it back.
+            let retried = try await fixture.receive(from: tier, count: 1)
+            #expect(retried.first.map { String(decoding: $0.body, as: UTF8.self) } == body)
+            #expect(retried.first?.properties.headers[RegistrationQueueConsumer.retriesHeader]?.intValue == 1)
+            #expect(retried.first?.properties.headers[PushQueues.errorHeader] == nil)
+            #expect(try await fixture.amqp.queueStatus(fixture.names.registrations.name).messages == 0)
+            #expect(try await fixture.amqp.queueStatus(fixture.names.dead).messages == 0)
+        }
+        await downRedis.close()
+    }
+
+    /// Graceful shutdown with a backlog: the consumer stops taking deliveries, finishes what it holds,
+    /// and returns; once the connection closes, every message is either in Redis or back in the queue,
+    /// exactly once.
+    @Test func gracefulShutdownFinishesInFlightWorkAndLosesNothing() async throws {
+        try await withRegistrationQueueFixture("drain") { fixture in
+            let count = 2_000
+            let prefix = String(UInt64.random(in: 0...UInt64.max), radix: 16)
+            for chunk in stride(from: 0, to: count, by: 200) {
+                let messages = (chunk..<min(chunk + 200, count)).map { index in
+                    AMQPOutboundMessage(
+                        exchange: fixture.names.exchange,
+                        routingKey: fixture.names.registrations.routingKey,
+                        body: Array(#"{"app": "\#(fixture.app)", "token": "\#(fixture.token(index, prefix: prefix).hex)", "topics": ["all"]}"#.utf8)
+                    )
+                }
+                for result in await fixture.amqp.publish(messages) { try result.get() }
+            }
+            try await fixture.run(prefetch: 20) { group in
+                try await eventuallyInRegistrationQueueTest("some registrations are stored") {
+                    try await fixture.members(fixture.keys.tokens).count >= 50
+                }
+                await group.triggerGracefulShutdown()
+            }
+            // Settled deliveries are final once the channel closes; unsettled ones would be requeued.
+            await fixture.amqp.close()
+            let stored = try await fixture.members(fixture.keys.tokens).count
+            let requeued = try await withRegistrationQueueAdminConnection { connection in
+                try await connection.queueStatus(fixture.names.registrations.name).messages
+            }
+            #expect(stored > 0)
+            #expect(stored + requeued == count, "\(stored) stored + \(requeued) in the queue")
+            #expect(try await fixture.members(fixture.keys.topic("all")).count == stored)
+        }
+    }
+}
+
+// MARK: - Fixture
+
+private let registrationQueueTestLogger: Logger = {
+    if ProcessInfo.processInfo.environment["PUSH_TEST_LOG"] != nil {
+        var logger = Logger(label: "registration-queue-tests")
+        logger.logLevel = .debug
+        return logger
+    }
+    return Logger(label: "registration-queue-tests", factory: { _ in SwiftLogNoOpLogHandler() })
+}()
+
+/// A settable clock for `updated_at`, shared with the consumer.
+private final class RegistrationQueueTestClock: Sendable {
+    private let milliseconds = Mutex<Int64>(1_000)
+    func set(_ value: Int64) { milliseconds.withLock { $0 = value } }
+    var now: Int64 { milliseconds.withLock { $0 } }
+}
+
+private struct RegistrationQueueFixture: Sendable {
+    let names: PushQueues
+    let app: String
+    let apps: AppsFile
+    let amqp: AMQPConnection
+    let redis: RedisClient
+    let registry: TokenRegistry
+    let keys: RegistryKeys
+    let clock: RegistrationQueueTestClock
+
+    func token(_ seed: Int, prefix: String = "a1b2c3d4") -> DeviceToken {
+        let tail = String(seed, radix: 16)
+        return try! DeviceToken(normalizing: prefix + String(repeating: "0", count: 64 - prefix.count - tail.count) + tail)
+    }
+
+    func publish(_ body: String, headers: AMQPTable = [:], messageID: String? = nil) async throws {
+        try await amqp.publish(
+            AMQPOutboundMessage(
+                exchange: names.exchange,
+                routingKey: names.registrations.routingKey,
+                body: Array(body.utf8),
+                properties: AMQPProperties(headers: headers, messageID: messageID)
+            )
+        )
+    }
+
+    /// Runs a consumer in a service group while `body` runs, then shuts it down gracefully and waits
+    /// for it to return (failing the test if it takes more than 15 s).
+    func run(prefetch: UInt16 = 50, _ body: (ServiceGroup) async throws -> Void) async throws {
+        let consumer = RegistrationQueueConsumer(
+            amqp: amqp,
+            registry: registry,
+            apps: apps,
+            queues: names,
+            prefetch: prefetch,
+            logger: registrationQueueTestLogger,
+            now: { [clock] in clock.now }
+        )
+        let group = ServiceGroup(configuration: ServiceGroupConfiguration(services: [consumer], gracefulShutdownSignals: [], logger: registrationQueueTestLogger))
+        let running = Task { try await group.run() }
+        do {
+            try await body(group)
+        } catch {
+            await group.triggerGracefulShutdown()
+            _ = await running.result
+            throw error
+        }
+        await group.triggerGracefulShutdown()
+        let started = ContinuousClock.now
+        try await running.value
+        #expect(ContinuousClock.now - started < .seconds(15), "the consumer took \(ContinuousClock.now - started) to stop")
+    }
+
+    /// Polls the record until `condition` holds (at most 10 s), and returns it.
+    func eventuallyRecord(_ token: DeviceToken, _ condition: @escaping (DeviceRecord?) -> Bool) async throws -> DeviceRecord? {
+        var record: DeviceRecord?
+        try await eventuallyInRegistrationQueueTest("the record of \(token.redacted) is as expected") {
+            record = try await registry.record(app: app, token: token)
+            return condition(record)
+        }
+        return record
+    }
+
+    func members(_ key: String) async throws -> [String] {
+        try await redis.execute("SMEMBERS", key).array?.compactMap(\.string).sorted() ?? []
+    }
+
+    /// Takes `count` messages off `queue` (acking them), or fails after 10 s.
+    func receive(from queue: String, count: Int) async throws -> [AMQPDelivery] {
+        let consumer = amqp.consume(queue: queue, prefetch: UInt16(count))
+        defer { consumer.cancel() }
+        return try await withThrowingTaskGroup(of: [AMQPDelivery]?.self) { group in
+            group.addTask {
+                var deliveries: [AMQPDelivery] = []
+                for try await delivery in consumer {
+                    delivery.ack()
+                    deliveries.append(delivery)
+                    if deliveries.count == count { break }
+                }
+                return deliveries
+            }
+            group.addTask {
+                try await Task.sleep(for: .seconds(10))
+                return nil
+            }
+            let first = try await group.next() ?? nil
+            group.cancelAll()
+            guard let deliveries = first else {
+                throw RegistrationQueueTestFailure("fewer than \(count) messages arrived in \(queue) within 10 s")
+            }
+            return deliveries
+        }
+    }
+}
+
+private struct RegistrationQueueTestFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Declares a fresh push topology and app, runs `body`, then deletes the queues and Redis keys.
+private func withRegistrationQueueFixture(
+    _ name: String,
+    registryRedis: RedisClient? = nil,
+    _ body: (RegistrationQueueFixture) async throws -> Void
+) async throws {
+    let names = PushQueues(prefix: TestServers.uniqueName("ingest-\(name)"))
+    let app = TestServers.uniqueName("com.test.queue-\(name)")
+    let apps = try AppsFile(apps: [
+        AppConfiguration(
+            bundleID: app,
+            environment: .sandbox,
+            apns: .token(AppConfiguration.TokenKey(keyFile: "key.p8", keyID: "ABC123DEFG", teamID: "DEF123GHIJ"))
+        )
+    ])
+    let configuration = try AMQPConfiguration(url: TestServers.amqpURL, connectionName: "registration-queue-tests")
+    let amqp = AMQPConnection(configuration: configuration, topology: .push(names), logger: registrationQueueTestLogger)
+    let redis = try await RedisClient.connect(
+        configuration: RedisConfiguration(url: TestServers.redisURL, source: "PUSH_TEST_REDIS_URL"),
+        logger: registrationQueueTestLogger
+    )
+    let registry = TokenRegistry(redis: registryRedis ?? redis)
+    let fixture = RegistrationQueueFixture(
+        names: names,
+        app: app,
+        apps: apps,
+        amqp: amqp,
+        redis: redis,
+        registry: registry,
+        keys: registry.keys(app: app),
+        clock: RegistrationQueueTestClock()
+    )
+    var failure: (any Error)?
+    do {
+        try await amqp.waitUntilConnected(timeout: .seconds(15))
+        try await body(fixture)
+    } catch {
+        failure = error
+    }
+    await amqp.close()
+    try await withRegistrationQueueAdminConnection { connection in
+        for queue in names.allQueueNames { _ = try? await connection.deleteQueue(queue) }
+    }
+    let tokens = try await redis.execute("SMEMBERS", fixture.keys.tokens).array?.compactMap(\.string) ?? []
+    for hex in tokens {
+        if let token = try? DeviceToken(normalizing: hex) { _ = try? await TokenRegistry(redis: redis).delete(app: app, token: token) }
+    }
+    await redis.close()
+    if let failure { throw failure }
+}
+
+/// A connection without topology, for inspecting and deleting queues after the fixture's one closed.
+private func withRegistrationQueueAdminConnection<T>(_ body: (AMQPConnection) async throws -> T) async throws -> T {
+    let connection = AMQPConnection(
+        configuration: try AMQPConfiguration(url: TestServers.amqpURL, connectionName: "registration-queue-tests-admin"),
+        logger: registrationQueueTestLogger
+    )
+    do {
+        try await connection.waitUntilConnected(timeout: .seconds(15))
+        let result = try await body(connection)
+        await connection.close()
+        return result
+    } catch {
+        await connection.close()
+        throw error
+    }
+}
+
+/// Polls `condition` every 50 ms until it holds, for at most 10 s; then fails the test.
+private func eventuallyInRegistrationQueueTest(_ what: String, _ condition: () async throws -> Bool) async throws {
+    let deadline = ContinuousClock.now + .seconds(10)
+    while ContinuousClock.now < deadline {
+        if try await condition() { return }
+        try await Task.sleep(for: .milliseconds(50))
+    }
+    throw RegistrationQueueTestFailure("\(what): not true within 10 s")
+}
