@@ -1,9 +1,10 @@
+import APNsSandbox
 import ArgumentParser
 import Foundation
+import Logging
+import PushServiceKit
 
 /// The APNs-compatible HTTP/2 server for local runs, tests and benchmarks (CONTRACT.md, "apns-sandbox").
-///
-/// The flags are the contract's; the server itself lands with the APNs client work.
 @main
 struct APNsSandboxCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -12,8 +13,15 @@ struct APNsSandboxCommand: AsyncParsableCommand {
         discussion: """
             Answers like APNs (paths, headers, JWT and certificate auth, status codes and reasons), records
             deliveries, and takes fault injection through its admin API on --admin-port:
-              GET /deliveries?token=&app=&since=, DELETE /deliveries, PUT /tokens/{token},
-              PUT /faults, DELETE /faults, GET /stats.
+              GET /deliveries?token=&app=&since=&limit=, DELETE /deliveries,
+              PUT /tokens/{token} {"state":"unregistered","timestamp":<ms>} | {"state":"bad"} | {"state":"active"},
+              PUT /faults {"status":503,"rate":0.1} | {"goaway_every":N} | {"delay_ms":D} | {"drop_every":N},
+              GET /faults, DELETE /faults, GET /stats, GET /healthz.
+            Both listeners bind 127.0.0.1. A payload that is not a JSON object is answered 400 PayloadEmpty
+            (APNs documents no reason for it). SIGTERM or SIGINT stops accepting, answers the streams in
+            flight (GOAWAY) and exits 0.
+
+            \(PushConfiguration.environmentHelp)
             """
     )
 
@@ -32,11 +40,20 @@ struct APNsSandboxCommand: AsyncParsableCommand {
     @Option(help: "Where to write the generated CA certificate, for clients' PUSH_APNS_CA_FILE.")
     var caOut: String?
 
-    @Option(help: "KEYID=PEM: verify JWTs with this kid against this public key (repeatable).")
+    @Option(help: "KEYID=PEM: verify JWTs with this kid against this public key (a PEM file, or PEM text; repeatable).")
     var publicKey: [String] = []
 
     @Option(help: "CA (PEM) whose client certificates are accepted for certificate auth.")
     var clientCa: String?
+
+    @Option(help: "Deliveries kept for GET /deliveries (the oldest go first; /stats counts stay exact).")
+    var recordLimit: Int = 200_000
+
+    @Option(help: "Event-loop threads.")
+    var workers: Int = 2
+
+    @Option(help: "Seed for fault injection's random rolls (reproducible runs).")
+    var faultSeed: UInt64?
 
     func validate() throws {
         for (name, value) in [("--port", port), ("--admin-port", adminPort)] where !(1...65535).contains(value) {
@@ -45,13 +62,71 @@ struct APNsSandboxCommand: AsyncParsableCommand {
         if (tlsCert == nil) != (tlsKey == nil) {
             throw ValidationError("--tls-cert and --tls-key go together")
         }
+        if tlsCert != nil, caOut != nil {
+            throw ValidationError("--ca-out writes the generated CA; with --tls-cert nothing is generated")
+        }
         for entry in publicKey where !entry.contains("=") {
             throw ValidationError("--public-key '\(entry)' must be KEYID=PEM")
         }
+        guard recordLimit >= 1 else { throw ValidationError("--record-limit must be at least 1") }
+        guard (1...64).contains(workers) else { throw ValidationError("--workers must be 1–64") }
     }
 
     func run() async throws {
-        FileHandle.standardError.write(Data("apns-sandbox: the HTTP/2 server is not part of this build yet (it lands with the APNs client work)\n".utf8))
-        throw ExitCode(3)
+        let environment = try await PushConfiguration.load(defaults: PushConfiguration(httpPort: adminPort))
+        PushLogging.bootstrap(environment)
+        let logger = {
+            var logger = Logger(label: "apns-sandbox")
+            logger.logLevel = environment.logLevel
+            return logger
+        }()
+
+        let sandbox: APNsSandbox
+        do {
+            let configuration = SandboxConfiguration(
+                port: port,
+                adminPort: adminPort,
+                identity: tlsCert.map { .files(certificate: $0, privateKey: tlsKey ?? "") } ?? .generated(caOutput: caOut),
+                publicKeys: try Self.publicKeys(publicKey),
+                clientCAFile: clientCa,
+                workerThreads: workers,
+                recordLimit: recordLimit,
+                faultSeed: faultSeed,
+                shutdownTimeout: environment.shutdownTimeout
+            )
+            sandbox = try buildAPNsSandbox(configuration: configuration, logger: logger) { adminPort in
+                logger.info("admin API listening", metadata: ["sandbox.admin_port": "\(adminPort)"])
+            }
+        } catch {
+            logger.error("cannot start", metadata: ["error.message": "\(error)"])
+            throw ExitCode.failure
+        }
+        var metadata: Logger.Metadata = [
+            "sandbox.port": "\(sandbox.server.port)",
+            "sandbox.verified_keys": "\(publicKey.count)",
+            "sandbox.client_ca": "\(clientCa ?? "none")",
+        ]
+        if let caOut { metadata["sandbox.ca_file"] = "\(caOut)" }
+        logger.info("HTTP/2 listening", metadata: metadata)
+        try await runService(services: sandbox.services, adminServer: nil, shutdownTimeout: environment.shutdownTimeout, logger: logger)
+    }
+
+    /// `KEYID=PEM` entries → key id → PEM text (the value is a file path unless it is PEM itself).
+    static func publicKeys(_ entries: [String]) throws -> [String: String] {
+        var keys: [String: String] = [:]
+        for entry in entries {
+            let keyID = String(entry.prefix(while: { $0 != "=" }))
+            let value = String(entry.dropFirst(keyID.count + 1))
+            guard !keyID.isEmpty, !value.isEmpty else { throw ValidationError("--public-key '\(entry)' must be KEYID=PEM") }
+            if value.contains("-----BEGIN") {
+                keys[keyID] = value
+            } else {
+                guard let pem = try? String(contentsOfFile: value, encoding: .utf8) else {
+                    throw ValidationError("--public-key \(keyID): cannot read the PEM file '\(value)'")
+                }
+                keys[keyID] = pem
+            }
+        }
+        return keys
     }
 }

@@ -1,0 +1,90 @@
+/// The admin API's JSON answers, written directly (recorded payloads are spliced in byte for byte:
+/// they were validated as JSON objects when received).
+enum AdminJSON {
+    static func deliveries(_ deliveries: [RecordedDelivery]) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(64 + deliveries.count * 512)
+        out.append(contentsOf: #"{"deliveries":["#.utf8)
+        for (index, delivery) in deliveries.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            out.append(contentsOf: #"{"token":"#.utf8)
+            appendString(delivery.token, to: &out)
+            out.append(contentsOf: #","topic":"#.utf8)
+            appendString(delivery.topic, to: &out)
+            out.append(contentsOf: #","headers":{"#.utf8)
+            for (fieldIndex, field) in delivery.headers.enumerated() {
+                if fieldIndex > 0 { out.append(UInt8(ascii: ",")) }
+                appendString(field.name, to: &out)
+                out.append(UInt8(ascii: ":"))
+                appendString(field.value, to: &out)
+            }
+            out.append(contentsOf: #"},"payload":"#.utf8)
+            out.append(contentsOf: delivery.payload)
+            out.append(contentsOf: #","received_at":"#.utf8)
+            out.append(contentsOf: String(delivery.receivedAt).utf8)
+            out.append(UInt8(ascii: "}"))
+        }
+        out.append(contentsOf: "]}".utf8)
+        return out
+    }
+
+    static func statistics(_ statistics: SandboxStatistics) -> [UInt8] {
+        var out = "{"
+        out += #""requests":\#(statistics.requests),"delivered":\#(statistics.delivered),"#
+        out += #""by_status":{"# + statistics.byStatus.sorted { $0.key < $1.key }.map { #""\#($0.key)":\#($0.value)"# }.joined(separator: ",") + "},"
+        out += #""by_reason":{"# + statistics.byReason.sorted { $0.key < $1.key }.map { "\(string($0.key)):\($0.value)" }.joined(separator: ",") + "},"
+        out += #""recorded":\#(statistics.recorded),"connections":\#(statistics.connections),"#
+        out += #""goaways":\#(statistics.goaways),"dropped_connections":\#(statistics.droppedConnections)}"#
+        return Array(out.utf8)
+    }
+
+    /// The active faults in the shape `PUT /faults` takes: `{"faults":[{"status":503,"rate":0.1},…]}`.
+    static func faults(_ faults: SandboxFaults) -> [UInt8] {
+        var entries = faults.statusRates.map { #"{"status":\#($0.status),"rate":\#($0.rate)}"# }
+        if let every = faults.goawayEvery { entries.append(#"{"goaway_every":\#(every)}"#) }
+        if let delay = faults.delayMilliseconds { entries.append(#"{"delay_ms":\#(delay)}"#) }
+        if let every = faults.dropEvery { entries.append(#"{"drop_every":\#(every)}"#) }
+        return Array(#"{"faults":[\#(entries.joined(separator: ","))]}"#.utf8)
+    }
+
+    static func tokenState(_ state: TokenState?, token: String) -> [UInt8] {
+        switch state {
+        case .unregistered(let timestamp)?:
+            Array(#"{"token":\#(string(token)),"state":"unregistered","timestamp":\#(timestamp)}"#.utf8)
+        case .bad?:
+            Array(#"{"token":\#(string(token)),"state":"bad"}"#.utf8)
+        case nil:
+            Array(#"{"token":\#(string(token)),"state":"active"}"#.utf8)
+        }
+    }
+
+    static func error(_ error: AdminRequestError) -> [UInt8] {
+        Array(#"{"error":"invalid_field","field":\#(string(error.field)),"message":\#(string(error.description))}"#.utf8)
+    }
+
+    static func string(_ text: String) -> String {
+        var out: [UInt8] = []
+        appendString(text, to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    static func appendString(_ text: String, to out: inout [UInt8]) {
+        let hex = Array("0123456789abcdef".utf8)
+        out.append(UInt8(ascii: "\""))
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): out.append(contentsOf: #"\""#.utf8)
+            case UInt8(ascii: "\\"): out.append(contentsOf: #"\\"#.utf8)
+            case 0x0A: out.append(contentsOf: #"\n"#.utf8)
+            case 0x0D: out.append(contentsOf: #"\r"#.utf8)
+            case 0x09: out.append(contentsOf: #"\t"#.utf8)
+            case 0..<0x20:
+                out.append(contentsOf: #"\u00"#.utf8)
+                out.append(hex[Int(byte >> 4)])
+                out.append(hex[Int(byte & 0xF)])
+            default: out.append(byte)
+            }
+        }
+        out.append(UInt8(ascii: "\""))
+    }
+}

@@ -1,0 +1,123 @@
+import APNs
+import Crypto
+import Foundation
+
+/// Checks `authorization: bearer <JWT>` provider tokens as APNs does: an ES256 JWT whose header has
+/// `alg` ES256 and a `kid`, whose claims have `iss` and a numeric `iat`, signed by the key `kid`
+/// names, and at most an hour old.
+///
+/// With no public keys every well-formed ES256 token is accepted (its signature is not checked);
+/// with keys, a token whose `kid` has none is refused. Results are cached per token text (clients
+/// reuse one token for 20–60 minutes), so a signature is verified once, not per request; the age is
+/// checked on every use. One verifier per worker thread: it is not thread-safe.
+public final class ProviderTokenVerifier {
+    /// How old (`iat`) a token may be before it is ``APNsReason/expiredProviderToken``: one hour.
+    public static let maximumAge: Int64 = 3600
+    /// How far in the future `iat` may lie (clock skew) before the token is invalid: ten minutes.
+    public static let maximumClockSkew: Int64 = 600
+    /// Cached tokens kept at most; the cache starts over when full.
+    static let cacheLimit = 1024
+
+    private let publicKeys: [String: P256.Signing.PublicKey]
+    private var cache: [String: Verdict] = [:]
+
+    /// What a token's text says, independent of the time it is used.
+    private enum Verdict {
+        case wellFormed(issuedAt: Int64)
+        case invalid
+    }
+
+    /// - Parameter publicKeys: Key id (`kid`) → public key; empty accepts any well-formed token.
+    public init(publicKeys: [String: P256.Signing.PublicKey] = [:]) {
+        self.publicKeys = publicKeys
+    }
+
+    /// Parses PEM public keys by key id; throws naming the key id whose PEM is unusable.
+    public convenience init(publicKeyPEMs: [String: String]) throws(SandboxError) {
+        var keys: [String: P256.Signing.PublicKey] = [:]
+        for (keyID, pem) in publicKeyPEMs {
+            do {
+                keys[keyID] = try P256.Signing.PublicKey(pemRepresentation: pem)
+            } catch {
+                throw SandboxError(.configuration, "--public-key \(keyID): not a P-256 public key in PEM (\(error))")
+            }
+        }
+        self.init(publicKeys: keys)
+    }
+
+    /// nil when the `authorization` value carries a valid, fresh token; otherwise the reason APNs
+    /// gives (403 ``APNsReason/invalidProviderToken`` or ``APNsReason/expiredProviderToken``).
+    /// - Parameters:
+    ///   - authorization: The header's value, `bearer <JWT>`.
+    ///   - now: Seconds since 1970.
+    public func rejection(authorization: String, now: Int64) -> APNsReason? {
+        let verdict: Verdict
+        if let cached = cache[authorization] {
+            verdict = cached
+        } else {
+            verdict = evaluate(authorization)
+            if cache.count >= Self.cacheLimit { cache.removeAll(keepingCapacity: true) }
+            cache[authorization] = verdict
+        }
+        switch verdict {
+        case .invalid:
+            return .invalidProviderToken
+        case .wellFormed(let issuedAt):
+            if now - issuedAt > Self.maximumAge { return .expiredProviderToken }
+            if issuedAt - now > Self.maximumClockSkew { return .invalidProviderToken }
+            return nil
+        }
+    }
+
+    private func evaluate(_ authorization: String) -> Verdict {
+        let scheme = "bearer "
+        guard authorization.utf8.count > scheme.utf8.count,
+            authorization.prefix(scheme.count).lowercased() == scheme
+        else { return .invalid }
+        let token = authorization.dropFirst(scheme.count).trimmingCharacters(in: .whitespaces)
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3,
+            let headerBytes = Self.base64URLDecode(parts[0]),
+            let claimsBytes = Self.base64URLDecode(parts[1]),
+            let signature = Self.base64URLDecode(parts[2]), signature.count == 64,
+            let header = (try? JSONSerialization.jsonObject(with: Data(headerBytes))) as? [String: Any],
+            let claims = (try? JSONSerialization.jsonObject(with: Data(claimsBytes))) as? [String: Any],
+            header["alg"] as? String == "ES256",
+            let keyID = header["kid"] as? String, !keyID.isEmpty,
+            let issuer = claims["iss"] as? String, !issuer.isEmpty,
+            let issuedAt = Self.integer(claims["iat"])
+        else { return .invalid }
+        guard !publicKeys.isEmpty else { return .wellFormed(issuedAt: issuedAt) }
+        guard let key = publicKeys[keyID],
+            let ecdsa = try? P256.Signing.ECDSASignature(rawRepresentation: signature)
+        else { return .invalid }
+        let signingInput = Data("\(parts[0]).\(parts[1])".utf8)
+        return key.isValidSignature(ecdsa, for: signingInput) ? .wellFormed(issuedAt: issuedAt) : .invalid
+    }
+
+    /// `iat` must be a JSON number with an integral value (not a string, not a boolean).
+    private static func integer(_ value: Any?) -> Int64? {
+        // JSONSerialization gives booleans as NSNumbers of type "c" (char); real numbers never are.
+        guard let number = value as? NSNumber, String(cString: number.objCType) != "c" else { return nil }
+        let double = number.doubleValue
+        guard double.isFinite, double == double.rounded(), abs(double) < 1e15 else { return nil }
+        return Int64(double)
+    }
+
+    static func base64URLDecode(_ text: Substring) -> [UInt8]? {
+        guard !text.isEmpty,
+            text.utf8.allSatisfy({ byte in
+                (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
+                    || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_")
+            })
+        else { return nil }
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        switch base64.utf8.count % 4 {
+        case 2: base64 += "=="
+        case 3: base64 += "="
+        case 1: return nil
+        default: break
+        }
+        return Data(base64Encoded: base64).map { Array($0) }
+    }
+}

@@ -1,0 +1,10 @@
+/// An answer to one stream.
+struct PushAnswer {
+    var status: Int
+    /// Echoed from the request when it sent a valid one, else made up.
+    var apnsID: String
+    /// For 200s: the id of this delivery in the (imaginary) delivery log.
+    var uniqueID: String?
+    /// Empty for 200; `{"reason":…}` otherwise.
+    var body: [UInt8]
+}

@@ -1,0 +1,68 @@
+/// A notification the sandbox accepted (answered 200), as `GET /deliveries` shows it.
+///
+/// Stored compactly (one byte buffer) because the sandbox keeps hundreds of thousands: the token,
+/// the topic, header names and values (HTTP/2 forbids NUL in either, so NUL separates them) and
+/// the payload, which was validated as a JSON object and is kept byte for byte.
+public struct RecordedDelivery: Sendable {
+    /// When the request was complete, ms since 1970.
+    public let receivedAt: Int64
+    private let storage: [UInt8]
+    private let tokenEnd: Int32
+    private let topicEnd: Int32
+    private let headersEnd: Int32
+
+    /// - Parameters:
+    ///   - headers: Regular headers (no pseudo-headers); `authorization` is left out by the caller.
+    public init(token: String, topic: String, headers: [PushRequest.Field], payload: [UInt8], receivedAt: Int64) {
+        var storage: [UInt8] = []
+        storage.reserveCapacity(token.utf8.count + topic.utf8.count + payload.count + headers.count * 32)
+        storage.append(contentsOf: token.utf8)
+        let tokenEnd = storage.count
+        storage.append(contentsOf: topic.utf8)
+        let topicEnd = storage.count
+        for field in headers {
+            storage.append(contentsOf: field.name.utf8)
+            storage.append(0)
+            storage.append(contentsOf: field.value.utf8)
+            storage.append(0)
+        }
+        let headersEnd = storage.count
+        storage.append(contentsOf: payload)
+        self.storage = storage
+        self.tokenEnd = Int32(tokenEnd)
+        self.topicEnd = Int32(topicEnd)
+        self.headersEnd = Int32(headersEnd)
+        self.receivedAt = receivedAt
+    }
+
+    /// Lowercase hex.
+    public var token: String { String(decoding: storage[0..<Int(tokenEnd)], as: UTF8.self) }
+    public var topic: String { String(decoding: storage[Int(tokenEnd)..<Int(topicEnd)], as: UTF8.self) }
+    /// The JSON payload, as sent.
+    public var payload: ArraySlice<UInt8> { storage[Int(headersEnd)...] }
+
+    /// The request's headers, in order.
+    public var headers: [PushRequest.Field] {
+        var fields: [PushRequest.Field] = []
+        var parts = storage[Int(topicEnd)..<Int(headersEnd)].split(separator: 0, omittingEmptySubsequences: false)
+        if parts.last?.isEmpty == true { parts.removeLast() }
+        var index = 0
+        while index + 1 < parts.count {
+            fields.append(PushRequest.Field(String(decoding: parts[index], as: UTF8.self), String(decoding: parts[index + 1], as: UTF8.self)))
+            index += 2
+        }
+        return fields
+    }
+
+    /// Whether the topic is `app` or `app` followed by a push-type suffix (`app.voip`, …).
+    func matches(app: String) -> Bool {
+        let topic = storage[Int(tokenEnd)..<Int(topicEnd)]
+        let app = app.utf8
+        guard topic.count >= app.count, topic.starts(with: app) else { return false }
+        return topic.count == app.count || topic[topic.startIndex + app.count] == UInt8(ascii: ".")
+    }
+
+    func matches(token: String) -> Bool {
+        storage[0..<Int(tokenEnd)].elementsEqual(token.utf8)
+    }
+}

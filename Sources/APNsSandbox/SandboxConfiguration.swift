@@ -1,0 +1,54 @@
+/// How to run apns-sandbox: the executable's flags, and what tests set.
+public struct SandboxConfiguration: Sendable {
+    /// Where the server's TLS certificate comes from.
+    public enum ServerIdentity: Sendable, Equatable {
+        /// `--tls-cert` (PEM, the chain after the leaf allowed) and `--tls-key` (PEM).
+        case files(certificate: String, privateKey: String)
+        /// A self-signed CA (EC P-256) made at start, and a server certificate it signs for
+        /// `DNS:localhost, IP:127.0.0.1`; the CA's PEM goes to `caOutput` (`--ca-out`) when given.
+        case generated(caOutput: String?)
+    }
+
+    /// Every listener binds this loopback address.
+    public static let host = "127.0.0.1"
+
+    /// HTTP/2 (TLS) port, `--port`; 0 picks a free one.
+    public var port: Int
+    /// Admin HTTP/1.1 port, `--admin-port`; 0 picks a free one.
+    public var adminPort: Int
+    public var identity: ServerIdentity
+    /// `--public-key KEYID=PEM`: key id → public key PEM text. Empty accepts any well-formed ES256 token.
+    public var publicKeys: [String: String]
+    /// `--client-ca`: a PEM file of CA certificates whose client certificates are accepted.
+    public var clientCAFile: String?
+    /// Event-loop threads, each owning its connections.
+    public var workerThreads: Int
+    /// Deliveries kept for `GET /deliveries`.
+    public var recordLimit: Int
+    /// Seeds the fault rolls for reproducible runs; nil seeds from the system.
+    public var faultSeed: UInt64?
+    /// How long a graceful shutdown waits for in-flight streams before closing connections.
+    public var shutdownTimeout: Duration
+
+    public init(
+        port: Int = 2197,
+        adminPort: Int = 2198,
+        identity: ServerIdentity = .generated(caOutput: nil),
+        publicKeys: [String: String] = [:],
+        clientCAFile: String? = nil,
+        workerThreads: Int = 2,
+        recordLimit: Int = SandboxState.defaultRecordLimit,
+        faultSeed: UInt64? = nil,
+        shutdownTimeout: Duration = .seconds(10)
+    ) {
+        self.port = port
+        self.adminPort = adminPort
+        self.identity = identity
+        self.publicKeys = publicKeys
+        self.clientCAFile = clientCAFile
+        self.workerThreads = workerThreads
+        self.recordLimit = recordLimit
+        self.faultSeed = faultSeed
+        self.shutdownTimeout = shutdownTimeout
+    }
+}

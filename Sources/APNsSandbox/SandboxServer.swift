@@ -1,0 +1,196 @@
+import Foundation
+import Glibc
+import Logging
+import ServiceLifecycle
+import Synchronization
+
+/// The APNs-compatible HTTP/2 server: TLS (ALPN `h2`) on `127.0.0.1:port`, an accept thread and
+/// ``SandboxConfiguration/workerThreads`` event-loop threads, each owning its connections.
+///
+/// Creating it binds the port (so ``port`` is known and "address in use" fails early) and, for a
+/// generated identity, writes the CA file. ``run()`` serves until graceful shutdown (SIGTERM through
+/// the `ServiceGroup`, or ``shutdown()``): it stops accepting, sends GOAWAY on every connection,
+/// answers the streams in flight and returns once all connections closed (or after
+/// ``SandboxConfiguration/shutdownTimeout``). Cancelling `run()` closes everything at once.
+public final class SandboxServer: Service, Sendable, CustomStringConvertible {
+    /// The port the server listens on.
+    public let port: Int
+    private let listener: ListeningSocket
+    private let acceptorWake: WakePipe
+    private let workers: [SandboxWorker]
+    private let shutdownTimeout: Duration
+    private let logger: Logger
+    private let lifecycle = Mutex(Lifecycle())
+    private let stopAccepting = Atomic<Bool>(false)
+
+    private struct Lifecycle {
+        var started = false
+        var stopping = false
+        var runningThreads = 0
+        var waiter: CheckedContinuation<Void, Never>?
+    }
+
+    public init(configuration: SandboxConfiguration, state: SandboxState, logger: Logger) throws(SandboxError) {
+        guard configuration.workerThreads >= 1 else {
+            throw SandboxError(.configuration, "workerThreads must be at least 1 (got \(configuration.workerThreads))")
+        }
+        let tls: TLSServerContext
+        var generated: GeneratedServerIdentity?
+        switch configuration.identity {
+        case .files(let certificate, let privateKey):
+            tls = try TLSServerContext(certificateFiles: (certificate, privateKey), generated: nil, clientCAFile: configuration.clientCAFile)
+        case .generated:
+            let identity = try GeneratedServerIdentity()
+            generated = identity
+            tls = try TLSServerContext(certificateFiles: nil, generated: identity, clientCAFile: configuration.clientCAFile)
+        }
+        // Parsed once here so a bad key stops the start with a message naming it.
+        _ = try ProviderTokenVerifier(publicKeyPEMs: configuration.publicKeys)
+        let callbacks = try HTTP2Callbacks()
+        var workers: [SandboxWorker] = []
+        for index in 0..<configuration.workerThreads {
+            let context = WorkerContext(
+                tls: tls,
+                callbacks: callbacks,
+                state: state,
+                verifier: try ProviderTokenVerifier(publicKeyPEMs: configuration.publicKeys),
+                seed: state.faultSeed.map { $0 &+ UInt64(index) },
+                logger: logger
+            )
+            workers.append(try SandboxWorker(index: index, context: context))
+        }
+        self.workers = workers
+        self.acceptorWake = try WakePipe()
+        self.listener = try ListeningSocket(host: SandboxConfiguration.host, port: configuration.port)
+        self.port = listener.port
+        self.shutdownTimeout = configuration.shutdownTimeout
+        self.logger = logger
+        // Written once the port is bound: a client that sees the file can connect.
+        if case .generated(let caOutput?) = configuration.identity, let generated {
+            try generated.writeCertificateAuthority(to: caOutput)
+        }
+    }
+
+    public var description: String { "SandboxServer(\(SandboxConfiguration.host):\(port))" }
+
+    public func run() async throws {
+        startThreads()
+        await withTaskCancellationHandler {
+            await withGracefulShutdownHandler {
+                await waitForThreads()
+            } onGracefulShutdown: {
+                self.shutdown()
+            }
+        } onCancel: {
+            self.shutdown(within: .zero)
+        }
+    }
+
+    /// Starts the graceful shutdown (idempotent); ``run()`` returns once it is done.
+    public func shutdown() {
+        shutdown(within: shutdownTimeout)
+    }
+
+    private func shutdown(within timeout: Duration) {
+        lifecycle.withLock { $0.stopping = true }
+        stopAccepting.store(true, ordering: .releasing)
+        acceptorWake.wake()
+        let milliseconds = UInt64(max(0, timeout.components.seconds)) * 1000 + UInt64(max(0, timeout.components.attoseconds) / 1_000_000_000_000_000)
+        for worker in workers { worker.beginDrain(within: milliseconds) }
+    }
+
+    private func startThreads() {
+        let start = lifecycle.withLock { lifecycle -> Bool in
+            guard !lifecycle.started, !lifecycle.stopping else { return false }
+            lifecycle.started = true
+            lifecycle.runningThreads = workers.count + 1
+            return true
+        }
+        guard start else { return }
+        for worker in workers {
+            let thread = Thread { [self] in
+                worker.run()
+                threadFinished()
+            }
+            thread.name = "apns-sandbox-worker-\(worker.index)"
+            thread.start()
+        }
+        let acceptor = Thread { [self] in
+            acceptConnections()
+            threadFinished()
+        }
+        acceptor.name = "apns-sandbox-accept"
+        acceptor.start()
+    }
+
+    private func threadFinished() {
+        let waiter = lifecycle.withLock { lifecycle -> CheckedContinuation<Void, Never>? in
+            lifecycle.runningThreads -= 1
+            guard lifecycle.runningThreads == 0 else { return nil }
+            defer { lifecycle.waiter = nil }
+            return lifecycle.waiter
+        }
+        waiter?.resume()
+    }
+
+    private func waitForThreads() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let finished = lifecycle.withLock { lifecycle -> Bool in
+                guard lifecycle.started, lifecycle.runningThreads > 0 else { return true }
+                lifecycle.waiter = continuation
+                return false
+            }
+            if finished { continuation.resume() }
+        }
+    }
+
+    /// The accept thread: waits in poll for connections (or the stop signal) and hands each to the
+    /// worker with the fewest connections.
+    private func acceptConnections() {
+        var pipeSignal = sigset_t()
+        sigemptyset(&pipeSignal)
+        sigaddset(&pipeSignal, SIGPIPE)
+        pthread_sigmask(SIG_BLOCK, &pipeSignal, nil)
+        var turn = 0
+        while !stopAccepting.load(ordering: .acquiring) {
+            var pollSet = [
+                pollfd(fd: listener.fd, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: acceptorWake.readEnd, events: Int16(POLLIN), revents: 0),
+            ]
+            _ = poll(&pollSet, nfds_t(pollSet.count), 1000)
+            if pollSet[1].revents != 0 { acceptorWake.drain() }
+            guard pollSet[0].revents != 0, !stopAccepting.load(ordering: .acquiring) else { continue }
+            for _ in 0..<Self.acceptsPerPass {
+                let socket: Int32?
+                do {
+                    socket = try listener.accept()
+                } catch {
+                    // Out of descriptors or memory: back off instead of spinning on a readable listener.
+                    logger.warning("cannot accept a connection", metadata: ["sandbox.error": "\(error)"])
+                    usleep(100_000)
+                    break
+                }
+                guard let socket else { break }
+                turn += 1
+                leastBusyWorker(turn: turn).adopt(socket)
+            }
+        }
+        listener.close()
+    }
+
+    /// Connections accepted per wake-up before checking for the stop signal again.
+    static let acceptsPerPass = 64
+
+    private func leastBusyWorker(turn: Int) -> SandboxWorker {
+        var best = workers[turn % workers.count]
+        var fewest = best.connectionCount.load(ordering: .relaxed)
+        for worker in workers {
+            let count = worker.connectionCount.load(ordering: .relaxed)
+            if count < fewest {
+                best = worker
+                fewest = count
+            }
+        }
+        return best
+    }
+}

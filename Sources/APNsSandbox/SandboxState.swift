@@ -1,0 +1,109 @@
+import Synchronization
+
+/// Everything the admin API reads and changes, shared by the worker threads: token states, faults,
+/// recorded deliveries and counts. Thread-safe.
+///
+/// Workers read token states and faults through a copy they refresh only when ``generation`` moved
+/// (one atomic load per event-loop pass); deliveries and counts arrive in one batch per pass.
+public final class SandboxState: Sendable {
+    /// Default number of deliveries kept.
+    public static let defaultRecordLimit = 200_000
+
+    private struct Storage: Sendable {
+        var rules = SandboxRules()
+        var ring: DeliveryRing
+        var statistics = SandboxStatistics()
+        /// Seed for the workers' fault rolls; nil seeds from the system.
+        var faultSeed: UInt64?
+    }
+
+    private let storage: Mutex<Storage>
+    private let changes = Atomic<UInt64>(0)
+
+    /// - Parameters:
+    ///   - recordLimit: Deliveries kept for `GET /deliveries` (the oldest go first); counts stay exact.
+    ///   - faultSeed: Seeds the fault rolls (worker `i` uses `seed + i`), for reproducible tests.
+    public init(recordLimit: Int = SandboxState.defaultRecordLimit, faultSeed: UInt64? = nil) {
+        storage = Mutex(Storage(ring: DeliveryRing(capacity: max(1, recordLimit)), faultSeed: faultSeed))
+    }
+
+    /// Moves whenever token states or faults change.
+    var generation: UInt64 { changes.load(ordering: .acquiring) }
+
+    var faultSeed: UInt64? { storage.withLock { $0.faultSeed } }
+
+    /// The current rules and the generation they belong to.
+    func rules() -> (rules: SandboxRules, generation: UInt64) {
+        storage.withLock { storage in (storage.rules, changes.load(ordering: .acquiring)) }
+    }
+
+    private func changeRules(_ body: (inout SandboxRules) -> Void) -> SandboxRules {
+        storage.withLock { storage in
+            body(&storage.rules)
+            changes.add(1, ordering: .releasing)
+            return storage.rules
+        }
+    }
+
+    // MARK: Tokens
+
+    /// Sets the state of a (lowercase hex) token; nil makes it a plain, deliverable token again.
+    public func setState(_ state: TokenState?, forToken token: String) {
+        _ = changeRules { $0.tokenStates[token.lowercased()] = state }
+    }
+
+    public func state(ofToken token: String) -> TokenState? {
+        storage.withLock { $0.rules.tokenStates[token.lowercased()] }
+    }
+
+    // MARK: Faults
+
+    public var faults: SandboxFaults { storage.withLock { $0.rules.faults } }
+
+    /// Changes the faults; returns them as they are now.
+    @discardableResult
+    public func updateFaults(_ body: (inout SandboxFaults) -> Void) -> SandboxFaults {
+        changeRules { body(&$0.faults) }.faults
+    }
+
+    public func clearFaults() {
+        _ = changeRules { $0.faults = SandboxFaults() }
+    }
+
+    // MARK: Deliveries and counts
+
+    /// Recorded deliveries, oldest first, filtered (see `GET /deliveries`).
+    public func deliveries(token: String? = nil, app: String? = nil, since: Int64? = nil, limit: Int? = nil) -> [RecordedDelivery] {
+        storage.withLock { $0.ring.deliveries(token: token?.lowercased(), app: app, since: since, limit: limit) }
+    }
+
+    /// Forgets the recorded deliveries (counts stay); returns how many there were.
+    @discardableResult
+    public func removeDeliveries() -> Int {
+        storage.withLock { storage in
+            let count = storage.ring.count
+            storage.ring.removeAll()
+            return count
+        }
+    }
+
+    public var statistics: SandboxStatistics {
+        storage.withLock { storage in
+            var statistics = storage.statistics
+            statistics.recorded = storage.ring.count
+            return statistics
+        }
+    }
+
+    func commit(_ batch: WorkerBatch) {
+        storage.withLock { storage in
+            for delivery in batch.deliveries { storage.ring.append(delivery) }
+            storage.statistics.requests += batch.requests
+            for (status, count) in batch.byStatus { storage.statistics.byStatus[status, default: 0] += count }
+            for (reason, count) in batch.byReason { storage.statistics.byReason[reason, default: 0] += count }
+            storage.statistics.connections += batch.connections
+            storage.statistics.goaways += batch.goaways
+            storage.statistics.droppedConnections += batch.droppedConnections
+        }
+    }
+}

@@ -1,0 +1,22 @@
+/// Exact counts since start (or the last `DELETE /deliveries`, which keeps them): `GET /stats`.
+public struct SandboxStatistics: Sendable, Equatable {
+    /// Requests answered (or dropped) on HTTP/2 streams.
+    public var requests = 0
+    /// Answers by HTTP status.
+    public var byStatus: [Int: Int] = [:]
+    /// Refusals by APNs reason.
+    public var byReason: [String: Int] = [:]
+    /// Deliveries currently kept for `GET /deliveries` (at most the recording limit).
+    public var recorded = 0
+    /// TLS connections accepted.
+    public var connections = 0
+    /// GOAWAY frames sent by the `goaway_every` fault.
+    public var goaways = 0
+    /// Connections reset by the `drop_every` fault.
+    public var droppedConnections = 0
+
+    public init() {}
+
+    /// Accepted notifications (status 200).
+    public var delivered: Int { byStatus[200] ?? 0 }
+}

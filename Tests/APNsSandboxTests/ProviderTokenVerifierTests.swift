@@ -1,0 +1,96 @@
+import APNs
+import Crypto
+import Foundation
+import Testing
+
+@testable import APNsSandbox
+
+@Suite("ProviderTokenVerifier: ES256 provider tokens as APNs checks them")
+struct ProviderTokenVerifierTests {
+    static let key = try! APNsSigningKey(p8: P256.Signing.PrivateKey().pemRepresentation, keyID: "ABC123DEFG", teamID: "DEF123GHIJ")
+    static let otherKey = try! APNsSigningKey(p8: P256.Signing.PrivateKey().pemRepresentation, keyID: "ABC123DEFG", teamID: "DEF123GHIJ")
+    static let now: Int64 = 1_800_000_000
+
+    static func verifying() throws -> ProviderTokenVerifier {
+        try ProviderTokenVerifier(publicKeyPEMs: ["ABC123DEFG": key.publicKeyPEM])
+    }
+
+    static func jwt(header: String, claims: String, signature: [UInt8] = Array(repeating: 7, count: 64)) -> String {
+        func encode(_ bytes: [UInt8]) -> String {
+            Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        }
+        return "bearer \(encode(Array(header.utf8))).\(encode(Array(claims.utf8))).\(encode(signature))"
+    }
+
+    @Test func verifiesTheSignatureAgainstTheKeyOfTheKid() throws {
+        let verifier = try Self.verifying()
+        #expect(verifier.rejection(authorization: "bearer \(try Self.key.providerToken(issuedAt: Self.now))", now: Self.now) == nil)
+        #expect(verifier.rejection(authorization: "Bearer \(try Self.key.providerToken(issuedAt: Self.now))", now: Self.now) == nil)
+        #expect(verifier.rejection(authorization: "bearer \(try Self.otherKey.providerToken(issuedAt: Self.now))", now: Self.now) == .invalidProviderToken)
+        let unknownKid = try APNsSigningKey(p8: P256.Signing.PrivateKey().pemRepresentation, keyID: "ZZZ123DEFG", teamID: "DEF123GHIJ")
+        #expect(verifier.rejection(authorization: "bearer \(try unknownKid.providerToken(issuedAt: Self.now))", now: Self.now) == .invalidProviderToken)
+    }
+
+    @Test func aTamperedTokenFails() throws {
+        let verifier = try Self.verifying()
+        let token = try Self.key.providerToken(issuedAt: Self.now)
+        let parts = token.split(separator: ".")
+        let otherClaims = try Self.key.providerToken(issuedAt: Self.now + 1).split(separator: ".")[1]
+        #expect(verifier.rejection(authorization: "bearer \(parts[0]).\(otherClaims).\(parts[2])", now: Self.now) == .invalidProviderToken)
+    }
+
+    @Test func ageAndClockSkew() throws {
+        let verifier = try Self.verifying()
+        let token = "bearer \(try Self.key.providerToken(issuedAt: Self.now))"
+        #expect(verifier.rejection(authorization: token, now: Self.now + 3600) == nil)
+        // The cached verdict still ages.
+        #expect(verifier.rejection(authorization: token, now: Self.now + 3601) == .expiredProviderToken)
+        #expect(verifier.rejection(authorization: token, now: Self.now - 600) == nil)
+        #expect(verifier.rejection(authorization: token, now: Self.now - 601) == .invalidProviderToken)
+    }
+
+    @Test func withoutKeysAnyWellFormedTokenPasses() {
+        let verifier = ProviderTokenVerifier()
+        #expect(verifier.rejection(authorization: Self.jwt(header: #"{"alg":"ES256","kid":"K"}"#, claims: #"{"iss":"T","iat":\#(Self.now)}"#), now: Self.now) == nil)
+    }
+
+    @Test func malformedTokens() {
+        let verifier = ProviderTokenVerifier()
+        let claims = #"{"iss":"T","iat":\#(Self.now)}"#
+        let cases = [
+            "",
+            "bearer",
+            "basic abc",
+            "bearer a.b",
+            "bearer a.b.c.d",
+            "bearer !!.??.**",
+            Self.jwt(header: #"{"alg":"HS256","kid":"K"}"#, claims: claims),
+            Self.jwt(header: #"{"alg":"ES256"}"#, claims: claims),
+            Self.jwt(header: #"{"alg":"ES256","kid":""}"#, claims: claims),
+            Self.jwt(header: #"{"alg":"ES256","kid":"K"}"#, claims: #"{"iat":\#(Self.now)}"#),
+            Self.jwt(header: #"{"alg":"ES256","kid":"K"}"#, claims: #"{"iss":"T","iat":"\#(Self.now)"}"#),
+            Self.jwt(header: #"{"alg":"ES256","kid":"K"}"#, claims: #"{"iss":"T","iat":true}"#),
+            Self.jwt(header: #"{"alg":"ES256","kid":"K"}"#, claims: #"{"iss":"T","iat":1.5}"#),
+            Self.jwt(header: #"{"alg":"ES256","kid":"K"}"#, claims: claims, signature: Array(repeating: 1, count: 63)),
+            Self.jwt(header: "not json", claims: claims),
+        ]
+        for authorization in cases {
+            #expect(verifier.rejection(authorization: authorization, now: Self.now) == .invalidProviderToken, "\(authorization)")
+        }
+    }
+
+    @Test func aBadPublicKeyIsNamed() {
+        #expect(throws: SandboxError.self) { try ProviderTokenVerifier(publicKeyPEMs: ["KEY1234567": "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----"]) }
+        let error = #expect(throws: SandboxError.self) { try ProviderTokenVerifier(publicKeyPEMs: ["KEY1234567": "garbage"]) }
+        #expect(error?.message.contains("KEY1234567") == true)
+        #expect(error?.code == .configuration)
+    }
+
+    @Test func theCacheIsBounded() throws {
+        let verifier = ProviderTokenVerifier()
+        for issuedAt in 0..<Int64(ProviderTokenVerifier.cacheLimit * 2 + 5) {
+            let token = Self.jwt(header: #"{"alg":"ES256","kid":"K"}"#, claims: #"{"iss":"T","iat":\#(Self.now - issuedAt)}"#)
+            #expect(verifier.rejection(authorization: token, now: Self.now) == (issuedAt > 3600 ? .expiredProviderToken : nil))
+        }
+    }
+}

@@ -1,0 +1,163 @@
+import APNs
+import Crypto
+import Foundation
+import TestSupport
+import Testing
+
+/// The built `apns-sandbox` executable on free loopback ports, in a directory of its own, with
+/// curl (HTTP/2 over TLS, trusting the generated CA) and admin API helpers.
+final class SandboxProcess: @unchecked Sendable {
+    let port: Int
+    let adminPort: Int
+    let directory: URL
+    /// The CA the clients trust: the generated one (`--ca-out`) unless given.
+    let caFile: String
+    let process: ChildProcess
+
+    static let executable = TestServers.productsDirectory.appendingPathComponent("apns-sandbox").path
+    static let token = String(repeating: "ab", count: 32)
+    static let signingKey = try! APNsSigningKey(p8: P256.Signing.PrivateKey().pemRepresentation, keyID: "ABC123DEFG", teamID: "DEF123GHIJ")
+
+    /// `authorization` for a token signed with ``signingKey`` at `issuedAt` (default now).
+    static func bearer(_ key: APNsSigningKey = signingKey, issuedAt: Int64 = Int64(Date().timeIntervalSince1970)) -> String {
+        "bearer \(try! key.providerToken(issuedAt: issuedAt))"
+    }
+
+    /// The headers of a notification that is accepted (with no `--public-key`, or with ``signingKey``'s).
+    static func headers(topic: String = "com.example.app", pushType: String = "alert") -> [(String, String)] {
+        [("apns-topic", topic), ("apns-push-type", pushType), ("authorization", bearer())]
+    }
+
+    static func randomToken() -> String {
+        (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+    }
+
+    /// Starts the sandbox and waits until its admin API answers.
+    /// - Parameters:
+    ///   - arguments: Extra flags.
+    ///   - caFile: The CA clients trust; nil generates one (`--ca-out`).
+    ///   - directory: Where the files go; a new temporary folder by default.
+    init(arguments: [String] = [], caFile: String? = nil, directory: URL? = nil) async throws {
+        let directory = directory ?? FileManager.default.temporaryDirectory.appendingPathComponent("apns-sandbox-test-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        self.directory = directory
+        port = TestServers.freePort()
+        adminPort = TestServers.freePort()
+        var command = [Self.executable, "--port", String(port), "--admin-port", String(adminPort), "--fault-seed", "1"]
+        if let caFile {
+            self.caFile = caFile
+        } else {
+            self.caFile = directory.appendingPathComponent("ca.pem").path
+            command += ["--ca-out", self.caFile]
+        }
+        process = try ChildProcess(command + arguments, environment: ["PUSH_LOG_LEVEL": "debug"])
+        for _ in 0..<150 {
+            if let status = process.status {
+                throw ChildProcessError("apns-sandbox exited with \(status):\n\(process.output)")
+            }
+            if let health = try? await admin("GET", "/healthz"), health.status == 200 { return }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        throw ChildProcessError("apns-sandbox did not answer on its admin port within 15 s:\n\(process.output)")
+    }
+
+    deinit {
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// SIGTERM, then the exit code (nil if it did not exit within `timeout`).
+    func terminate(timeout: Duration = .seconds(15)) async -> Int32? {
+        process.signal(SIGTERM)
+        return await process.waitForExit(timeout: timeout)
+    }
+
+    /// One HTTP/2 request to the sandbox through curl.
+    func push(
+        token: String = SandboxProcess.token,
+        path: String? = nil,
+        method: String = "POST",
+        headers: [(String, String)] = SandboxProcess.headers(),
+        body: String? = #"{"aps":{"alert":"hello"}}"#,
+        curlArguments: [String] = []
+    ) async throws -> CurlResult {
+        try await Self.curl(
+            url: "https://127.0.0.1:\(port)\(path ?? "/3/device/\(token)")",
+            method: method,
+            headers: headers,
+            body: body,
+            arguments: ["--http2", "--cacert", caFile] + curlArguments,
+            directory: directory
+        )
+    }
+
+    /// One admin API request.
+    func admin(_ method: String, _ path: String, body: String? = nil) async throws -> CurlResult {
+        try await Self.curl(url: "http://127.0.0.1:\(adminPort)\(path)", method: method, headers: [], body: body, arguments: [], directory: directory)
+    }
+
+    static func curl(url: String, method: String, headers: [(String, String)], body: String?, arguments: [String], directory: URL) async throws -> CurlResult {
+        let id = UUID().uuidString
+        let headerFile = directory.appendingPathComponent("h-\(id)").path
+        let bodyFile = directory.appendingPathComponent("b-\(id)").path
+        defer {
+            try? FileManager.default.removeItem(atPath: headerFile)
+            try? FileManager.default.removeItem(atPath: bodyFile)
+        }
+        var command = ["/usr/bin/curl", "-sS", "--max-time", "20", "-X", method, "-D", headerFile, "-o", bodyFile] + arguments
+        for (name, value) in headers { command += ["-H", "\(name): \(value)"] }
+        if let body {
+            let requestFile = directory.appendingPathComponent("r-\(id)").path
+            try Data(body.utf8).write(to: URL(fileURLWithPath: requestFile))
+            command += ["--data-binary", "@\(requestFile)"]
+        }
+        command.append(url)
+        let child = try ChildProcess(command)
+        let exitCode = await child.waitForExit()
+        let headerText = (try? String(contentsOfFile: headerFile, encoding: .utf8)) ?? ""
+        let bodyText = (try? String(contentsOfFile: bodyFile, encoding: .utf8)) ?? ""
+        return CurlResult(exitCode: exitCode, headerText: headerText, body: bodyText, output: child.output)
+    }
+}
+
+/// What curl got.
+struct CurlResult: CustomStringConvertible {
+    let exitCode: Int32
+    /// The status of the last response (0 when none arrived).
+    let status: Int
+    /// Lowercased names.
+    let headers: [String: String]
+    let body: String
+    /// curl's own messages.
+    let output: String
+
+    init(exitCode: Int32, headerText: String, body: String, output: String) {
+        self.exitCode = exitCode
+        self.body = body
+        self.output = output
+        var status = 0
+        var headers: [String: String] = [:]
+        for line in headerText.split(whereSeparator: \.isNewline) {
+            if line.hasPrefix("HTTP/") {
+                status = Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
+                headers = [:]
+            } else if let colon = line.firstIndex(of: ":") {
+                headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            }
+        }
+        self.status = status
+        self.headers = headers
+    }
+
+    var json: [String: Any]? {
+        (try? JSONSerialization.jsonObject(with: Data(body.utf8))) as? [String: Any]
+    }
+
+    var reason: String? { json?["reason"] as? String }
+
+    var description: String { "exit \(exitCode), status \(status), headers \(headers), body \(body), curl: \(output)" }
+}
+
+/// Integers in JSON answers.
+func number(_ value: Any?) -> Int? {
+    (value as? NSNumber)?.intValue
+}
