@@ -32,6 +32,8 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
     ],
     targets: [
         // MARK: C libraries (system-library targets; shims for variadic functions and macros)
@@ -87,6 +89,22 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // The APNs-compatible HTTP/2 server (apns-sandbox): TLS + nghttp2 event loops, admin API.
+        .target(
+            name: "APNsSandbox",
+            dependencies: [
+                "CNghttp2",
+                "COpenSSL",
+                "APNs",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+
         // MARK: Redis-backed domain stores
         .target(
             name: "TokenRegistry",
@@ -110,6 +128,10 @@ let package = Package(
                 "AMQP",
                 "Redis",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -144,11 +166,11 @@ let package = Package(
         ),
 
         // MARK: Executables: argument parsing and wiring only
-        .executableTarget(name: "push-ingest", dependencies: serviceDependencies + ["PushIngest"], swiftSettings: swiftSettings),
+        .executableTarget(name: "push-ingest", dependencies: serviceDependencies + ["PushIngest", "TokenRegistry", "RateLimiting"], swiftSettings: swiftSettings),
         .executableTarget(name: "push-render", dependencies: serviceDependencies, swiftSettings: swiftSettings),
         .executableTarget(name: "push-send", dependencies: serviceDependencies, swiftSettings: swiftSettings),
         .executableTarget(name: "push-feedback", dependencies: serviceDependencies, swiftSettings: swiftSettings),
-        .executableTarget(name: "apns-sandbox", dependencies: serviceDependencies, swiftSettings: swiftSettings),
+        .executableTarget(name: "apns-sandbox", dependencies: serviceDependencies + ["APNsSandbox"], swiftSettings: swiftSettings),
         .executableTarget(name: "pushctl", dependencies: serviceDependencies, swiftSettings: swiftSettings),
 
         // MARK: Benchmarks: executables that print figures (not timed tests)
@@ -198,12 +220,18 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "APNsTests",
             dependencies: ["APNs", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "APNsSandboxTests",
+            dependencies: ["APNsSandbox", "APNs", "TestSupport", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: swiftSettings
         ),
         .testTarget(

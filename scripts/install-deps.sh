@@ -4,14 +4,14 @@
 #   scripts/install-deps.sh [--bench]
 #
 # Build and test: librabbitmq-dev libhiredis-dev libnghttp2-dev libssl-dev pkg-config
-#                 rabbitmq-server redis-server (redis-tools, erlang come with them) openssl (test TLS certificates)
+#                 rabbitmq-server redis-server (redis-tools, erlang come with them) openssl (test TLS certificates), curl nghttp2-client (HTTP/2 clients for the apns-sandbox tests)
 # --bench also:   wrk
 # Does nothing (and prints nothing) when everything is installed. Never leaves the distribution's
 # RabbitMQ/Redis/epmd services running: the local scripts run their own instances.
 set -euo pipefail
 
 PROG=install-deps.sh
-PACKAGES=(librabbitmq-dev libhiredis-dev libnghttp2-dev libssl-dev pkg-config rabbitmq-server redis-server redis-tools openssl)
+PACKAGES=(librabbitmq-dev libhiredis-dev libnghttp2-dev libssl-dev pkg-config rabbitmq-server redis-server redis-tools openssl curl nghttp2-client)
 
 for arg in "$@"; do
     case $arg in

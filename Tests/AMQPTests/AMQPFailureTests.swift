@@ -51,7 +51,8 @@ import TestSupport
             guard let error = error as? AMQPError else { return false }
             return error.code == .connectionFailed && error.message.contains("127.0.0.1:1") && error.isRetryable
         }
-        #expect(ContinuousClock.now - started < .seconds(4))
+        // The wait is bounded by its timeout (3 s); the slack is for a machine busy with parallel suites.
+        #expect(ContinuousClock.now - started < .seconds(6))
 
         // A publish waits at most the publish timeout and says why it could not be sent.
         let publishStarted = ContinuousClock.now
@@ -61,7 +62,7 @@ import TestSupport
             guard let error = error as? AMQPError else { return false }
             return error.code == .timeout && error.message.contains("127.0.0.1:1")
         }
-        #expect(ContinuousClock.now - publishStarted < .seconds(3))
+        #expect(ContinuousClock.now - publishStarted < .seconds(4))
         await connection.close()
     }
 
