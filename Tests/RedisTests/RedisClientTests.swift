@@ -130,7 +130,7 @@ struct RedisClientTests {
             let error = await #expect(throws: RedisError.self) {
                 try await RedisClient.connect(configuration: bad, logger: RedisTesting.logger)
             }
-            #expect(ContinuousClock.now - started < .seconds(2))
+            #expect(ContinuousClock.now - started < .seconds(3))
             #expect(error?.code == .authenticationFailed)
             #expect(error?.isRetryable == false)
             #expect(error?.message.contains("WRONGPASS") == true, "\(error?.message ?? "")")
@@ -142,7 +142,7 @@ struct RedisClientTests {
             let lazyStarted = ContinuousClock.now
             let lazyError = await #expect(throws: RedisError.self) { try await lazy.send("PING") }
             #expect(lazyError?.code == .authenticationFailed)
-            #expect(ContinuousClock.now - lazyStarted < .seconds(1))
+            #expect(ContinuousClock.now - lazyStarted < .seconds(2))
             #expect(!lazy.isConnected)
             await lazy.close()
         }
@@ -171,7 +171,7 @@ struct RedisClientTests {
         let commandStarted = ContinuousClock.now
         let commandError = await #expect(throws: RedisError.self) { try await client.send("PING") }
         let waited = ContinuousClock.now - commandStarted
-        #expect(waited >= .milliseconds(350) && waited < .milliseconds(1500), "\(waited)")
+        #expect(waited >= .milliseconds(350) && waited < .seconds(3), "\(waited)")
         #expect(commandError?.code == .connectionFailed)
         #expect(commandError?.message.lowercased().contains("connection refused") == true)
         #expect(!client.isConnected)
@@ -198,7 +198,7 @@ struct RedisClientTests {
         #expect(error?.code == .timeout)
         #expect(error?.isRetryable == true)
         #expect(error?.message.contains("300 ms") == true)
-        #expect(waited >= .milliseconds(250) && waited < .seconds(2), "\(waited)")
+        #expect(waited >= .milliseconds(250) && waited < .seconds(3), "\(waited)")
         // The broken connection is replaced; the next command works.
         #expect(try await connection.send("PING") == .status("PONG"))
         #expect(connection.isConnected)

@@ -41,7 +41,7 @@ struct RedisRestartTests {
         for _ in 0..<2 {
             let started = ContinuousClock.now
             let error = await #expect(throws: RedisError.self) { try await client.send("GET", key) }
-            #expect(ContinuousClock.now - started < .milliseconds(2500))
+            #expect(ContinuousClock.now - started < .seconds(4))
             #expect(error?.isRetryable == true)
             #expect(error?.message.contains("127.0.0.1:36391") == true, "\(error?.message ?? "")")
         }

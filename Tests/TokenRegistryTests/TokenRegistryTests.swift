@@ -365,7 +365,7 @@ struct TokenRegistryTests {
             #expect(error?.isRetryable == true)
             #expect(error?.message.contains("127.0.0.1:1") == true, "\(name): \(error?.message ?? "")")
             // Bounded by the command timeout plus at most one connect timeout.
-            #expect(elapsed < .milliseconds(1_500), "\(name) took \(elapsed)")
+            #expect(elapsed < .seconds(3), "\(name) took \(elapsed)")
         }
         await redis.close()
     }
