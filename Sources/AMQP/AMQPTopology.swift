@@ -58,9 +58,4 @@ public struct AMQPTopology: Sendable, Equatable {
     }
 
     public static let empty = AMQPTopology()
-
-    /// Both topologies, declared in order.
-    public func merging(_ other: AMQPTopology) -> AMQPTopology {
-        AMQPTopology(exchanges: exchanges + other.exchanges, queues: queues + other.queues, bindings: bindings + other.bindings)
-    }
 }
