@@ -1,0 +1,77 @@
+/// A send batch (push-render → `push.send` → push-send): one rendered payload for up to a few hundred
+/// tokens of one app and environment. Broker load is per batch, not per device.
+///
+/// JSON (snake_case keys; optional keys may be absent):
+/// ```json
+/// {"v": 1, "request_id": "order-4711-shipped", "batch_id": "order-4711-shipped/3",
+///  "app": "com.example.shop", "environment": "production", "push_type": "alert", "priority": 10,
+///  "expiration": 1767225600, "collapse_id": "order-4711", "payload": "{\"aps\":{…}}",
+///  "tokens": ["a1b2…", …], "attempt": 0, "created_at": 1767225000123}
+/// ```
+/// - `payload` is the serialised APNs payload as a JSON **string**, so push-send sends exactly the
+///   bytes push-render measured against the size limit.
+/// - `attempt` counts earlier tries of these tokens (0 for a fresh batch); push-send raises it when it
+///   republishes the tokens that need another try to a delayed-retry tier.
+/// - `expiration` is APNs' (seconds since 1970; 0 = try once; absent = APNs' default).
+public struct SendBatch: Codable, Sendable, Equatable {
+    /// Format version; 1.
+    public var version: Int
+    /// The push request's `id`: the idempotency key shared by every batch of the request.
+    public var requestID: String
+    /// Unique per batch: `<request id>/<sequence>`, with a suffix for retries.
+    public var batchID: String
+    /// The app's bundle id (the `apns-topic` before the push type's suffix).
+    public var app: String
+    public var environment: AppConfiguration.Environment
+    /// The `apns-push-type` value, e.g. `alert`.
+    public var pushType: String
+    /// The `apns-priority` value: 10, 5 or 1.
+    public var priority: Int
+    public var expiration: Int64?
+    public var collapseID: String?
+    /// The serialised APNs payload (`{"aps": {…}, …}`).
+    public var payload: String
+    /// Lowercase hex device tokens, each at most once.
+    public var tokens: [String]
+    public var attempt: Int
+    /// When push-render made the batch (ms since 1970).
+    public var createdAt: Int64
+
+    public init(
+        requestID: String, batchID: String, app: String, environment: AppConfiguration.Environment, pushType: String,
+        priority: Int, expiration: Int64? = nil, collapseID: String? = nil, payload: String, tokens: [String],
+        attempt: Int = 0, createdAt: Int64
+    ) {
+        self.version = 1
+        self.requestID = requestID
+        self.batchID = batchID
+        self.app = app
+        self.environment = environment
+        self.pushType = pushType
+        self.priority = priority
+        self.expiration = expiration
+        self.collapseID = collapseID
+        self.payload = payload
+        self.tokens = tokens
+        self.attempt = attempt
+        self.createdAt = createdAt
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case version = "v"
+        case requestID = "request_id"
+        case batchID = "batch_id"
+        case app
+        case environment
+        case pushType = "push_type"
+        case priority
+        case expiration
+        case collapseID = "collapse_id"
+        case payload
+        case tokens
+        case attempt
+        case createdAt = "created_at"
+    }
+}
+
+extension AppConfiguration.Environment: Codable {}
