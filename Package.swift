@@ -242,7 +242,7 @@ let package = Package(
         // Locates the servers `make test` started and starts private ones for restart tests.
         .target(
             name: "TestSupport",
-            dependencies: [.product(name: "Logging", package: "swift-log")],
+            dependencies: ["APNs", .product(name: "Crypto", package: "swift-crypto"), .product(name: "Logging", package: "swift-log")],
             path: "Tests/TestSupport",
             swiftSettings: swiftSettings
         ),

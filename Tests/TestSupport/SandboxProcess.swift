@@ -1,43 +1,44 @@
 import APNs
 import Crypto
 import Foundation
-import TestSupport
-import Testing
 
 /// The built `apns-sandbox` executable on free loopback ports, in a directory of its own, with
 /// curl (HTTP/2 over TLS, trusting the generated CA) and admin API helpers.
-final class SandboxProcess: @unchecked Sendable {
-    let port: Int
-    let adminPort: Int
-    let directory: URL
+public final class SandboxProcess: @unchecked Sendable {
+    public let port: Int
+    public let adminPort: Int
+    public let directory: URL
     /// The CA the clients trust: the generated one (`--ca-out`) unless given.
-    let caFile: String
-    let process: ChildProcess
+    public let caFile: String
+    public let process: ChildProcess
 
-    static let executable = TestServers.productsDirectory.appendingPathComponent("apns-sandbox").path
-    static let token = String(repeating: "ab", count: 32)
-    static let signingKey = try! APNsSigningKey(p8: P256.Signing.PrivateKey().pemRepresentation, keyID: "ABC123DEFG", teamID: "DEF123GHIJ")
+    public static let executable = TestServers.productsDirectory.appendingPathComponent("apns-sandbox").path
+    public static let token = String(repeating: "ab", count: 32)
+    public static let signingKey = try! APNsSigningKey(p8: P256.Signing.PrivateKey().pemRepresentation, keyID: "ABC123DEFG", teamID: "DEF123GHIJ")
 
     /// `authorization` for a token signed with ``signingKey`` at `issuedAt` (default now).
-    static func bearer(_ key: APNsSigningKey = signingKey, issuedAt: Int64 = Int64(Date().timeIntervalSince1970)) -> String {
+    public static func bearer(_ key: APNsSigningKey = signingKey, issuedAt: Int64 = Int64(Date().timeIntervalSince1970)) -> String {
         "bearer \(try! key.providerToken(issuedAt: issuedAt))"
     }
 
     /// The headers of a notification that is accepted (with no `--public-key`, or with ``signingKey``'s).
-    static func headers(topic: String = "com.example.app", pushType: String = "alert") -> [(String, String)] {
+    public static func headers(topic: String = "com.example.app", pushType: String = "alert") -> [(String, String)] {
         [("apns-topic", topic), ("apns-push-type", pushType), ("authorization", bearer())]
     }
 
-    static func randomToken() -> String {
+    public static func randomToken() -> String {
         (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
     }
+
+    /// The sandbox's URL for clients: `https://127.0.0.1:<port>`.
+    public var endpointURL: String { "https://127.0.0.1:\(port)" }
 
     /// Starts the sandbox and waits until its admin API answers.
     /// - Parameters:
     ///   - arguments: Extra flags.
     ///   - caFile: The CA clients trust; nil generates one (`--ca-out`).
     ///   - directory: Where the files go; a new temporary folder by default.
-    init(arguments: [String] = [], caFile: String? = nil, directory: URL? = nil) async throws {
+    public init(arguments: [String] = [], caFile: String? = nil, directory: URL? = nil) async throws {
         let directory = directory ?? FileManager.default.temporaryDirectory.appendingPathComponent("apns-sandbox-test-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         self.directory = directory
@@ -66,13 +67,13 @@ final class SandboxProcess: @unchecked Sendable {
     }
 
     /// SIGTERM, then the exit code (nil if it did not exit within `timeout`).
-    func terminate(timeout: Duration = .seconds(15)) async -> Int32? {
+    public func terminate(timeout: Duration = .seconds(15)) async -> Int32? {
         process.signal(SIGTERM)
         return await process.waitForExit(timeout: timeout)
     }
 
     /// One HTTP/2 request to the sandbox through curl.
-    func push(
+    public func push(
         token: String = SandboxProcess.token,
         path: String? = nil,
         method: String = "POST",
@@ -91,11 +92,11 @@ final class SandboxProcess: @unchecked Sendable {
     }
 
     /// One admin API request.
-    func admin(_ method: String, _ path: String, body: String? = nil) async throws -> CurlResult {
+    public func admin(_ method: String, _ path: String, body: String? = nil) async throws -> CurlResult {
         try await Self.curl(url: "http://127.0.0.1:\(adminPort)\(path)", method: method, headers: [], body: body, arguments: [], directory: directory)
     }
 
-    static func curl(url: String, method: String, headers: [(String, String)], body: String?, arguments: [String], directory: URL) async throws -> CurlResult {
+    public static func curl(url: String, method: String, headers: [(String, String)], body: String?, arguments: [String], directory: URL) async throws -> CurlResult {
         let id = UUID().uuidString
         let headerFile = directory.appendingPathComponent("h-\(id)").path
         let bodyFile = directory.appendingPathComponent("b-\(id)").path
@@ -120,17 +121,17 @@ final class SandboxProcess: @unchecked Sendable {
 }
 
 /// What curl got.
-struct CurlResult: CustomStringConvertible {
-    let exitCode: Int32
+public struct CurlResult: CustomStringConvertible {
+    public let exitCode: Int32
     /// The status of the last response (0 when none arrived).
-    let status: Int
+    public let status: Int
     /// Lowercased names.
-    let headers: [String: String]
-    let body: String
+    public let headers: [String: String]
+    public let body: String
     /// curl's own messages.
-    let output: String
+    public let output: String
 
-    init(exitCode: Int32, headerText: String, body: String, output: String) {
+    public init(exitCode: Int32, headerText: String, body: String, output: String) {
         self.exitCode = exitCode
         self.body = body
         self.output = output
@@ -148,16 +149,16 @@ struct CurlResult: CustomStringConvertible {
         self.headers = headers
     }
 
-    var json: [String: Any]? {
+    public var json: [String: Any]? {
         (try? JSONSerialization.jsonObject(with: Data(body.utf8))) as? [String: Any]
     }
 
-    var reason: String? { json?["reason"] as? String }
+    public var reason: String? { json?["reason"] as? String }
 
-    var description: String { "exit \(exitCode), status \(status), headers \(headers), body \(body), curl: \(output)" }
+    public var description: String { "exit \(exitCode), status \(status), headers \(headers), body \(body), curl: \(output)" }
 }
 
 /// Integers in JSON answers.
-func number(_ value: Any?) -> Int? {
+public func number(_ value: Any?) -> Int? {
     (value as? NSNumber)?.intValue
 }
