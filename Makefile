@@ -42,3 +42,9 @@ clean-local:
 .PHONY: bench-ingest
 bench-ingest: deps-bench
 	@bash Benchmarks/ingest/run.sh
+
+# push-send draining 1,000,000 pre-filled tokens into apns-sandbox (release build, private RabbitMQ,
+# Redis and sandbox, stopped afterwards). Prints notifications/s, peak RSS and the CPU split.
+.PHONY: bench-send
+bench-send: deps-bench
+	@bash Benchmarks/send/run.sh

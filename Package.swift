@@ -21,6 +21,7 @@ let package = Package(
         .executable(name: "apns-sandbox", targets: ["apns-sandbox"]),
         .executable(name: "pushctl", targets: ["pushctl"]),
         .executable(name: "foundation-bench", targets: ["foundation-bench"]),
+        .executable(name: "send-bench", targets: ["send-bench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
@@ -140,6 +141,23 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // push-send: consumes send batches, rate limits, sends over the APNs client, reports outcomes.
+        .target(
+            name: "PushSend",
+            dependencies: [
+                "APNs",
+                "AMQP",
+                "Redis",
+                "RateLimiting",
+                "PushCore",
+                "PushServiceKit",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+
         // MARK: Pure core: the domain, no I/O
         .target(
             name: "PushCore",
@@ -168,13 +186,14 @@ let package = Package(
         // MARK: Executables: argument parsing and wiring only
         .executableTarget(name: "push-ingest", dependencies: serviceDependencies + ["PushIngest", "TokenRegistry", "RateLimiting"], swiftSettings: swiftSettings),
         .executableTarget(name: "push-render", dependencies: serviceDependencies, swiftSettings: swiftSettings),
-        .executableTarget(name: "push-send", dependencies: serviceDependencies, swiftSettings: swiftSettings),
+        .executableTarget(name: "push-send", dependencies: serviceDependencies + ["PushSend"], swiftSettings: swiftSettings),
         .executableTarget(name: "push-feedback", dependencies: serviceDependencies, swiftSettings: swiftSettings),
         .executableTarget(name: "apns-sandbox", dependencies: serviceDependencies + ["APNsSandbox"], swiftSettings: swiftSettings),
         .executableTarget(name: "pushctl", dependencies: serviceDependencies, swiftSettings: swiftSettings),
 
         // MARK: Benchmarks: executables that print figures (not timed tests)
         .executableTarget(name: "foundation-bench", dependencies: serviceDependencies, swiftSettings: swiftSettings),
+        .executableTarget(name: "send-bench", dependencies: serviceDependencies, swiftSettings: swiftSettings),
 
         // MARK: Tests
         .testTarget(name: "PushCoreTests", dependencies: ["PushCore"], swiftSettings: swiftSettings),
@@ -219,6 +238,23 @@ let package = Package(
                 "TestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "PushSendTests",
+            dependencies: [
+                "PushSend",
+                "APNs",
+                "RateLimiting",
+                "PushServiceKit",
+                "PushCore",
+                "AMQP",
+                "Redis",
+                "TestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],

@@ -13,6 +13,7 @@
 /// | `ingest.timestamp_window_s` | `300` |
 /// | `rate_limits.per_device_per_hour` | `60` |
 /// | `rate_limits.per_app_per_second` | `5000` |
+/// | `rate_limits.drop_low_priority` | `false` (rate-limited notifications wait in push-send's retry tiers) |
 ///
 /// Values built in code are checked with ``validate()``; ``AppsFile`` checks every app it holds.
 public struct AppConfiguration: Sendable, Equatable {
@@ -125,6 +126,10 @@ extension AppConfiguration {
     }
 
     /// Rate limits (`rate_limits` in the apps file); each at least 1.
+    ///
+    /// Over a limit push-send defers a notification through its retry tiers rather than dropping it;
+    /// with ``dropLowPriority`` an app lets push-send drop its priority-1 notifications instead (they
+    /// are reported as `failed.RateLimited`).
     public struct RateLimits: Sendable, Hashable {
         /// The default of ``perDevicePerHour``: 60.
         public static let defaultPerDevicePerHour = 60
@@ -135,13 +140,18 @@ extension AppConfiguration {
         public var perDevicePerHour: Int
         /// Notifications the app may send per second (`per_app_per_second`, default 5000).
         public var perAppPerSecond: Int
+        /// Whether rate-limited notifications of priority 1 are dropped instead of deferred
+        /// (`drop_low_priority`, default false).
+        public var dropLowPriority: Bool
 
         public init(
             perDevicePerHour: Int = RateLimits.defaultPerDevicePerHour,
-            perAppPerSecond: Int = RateLimits.defaultPerAppPerSecond
+            perAppPerSecond: Int = RateLimits.defaultPerAppPerSecond,
+            dropLowPriority: Bool = false
         ) {
             self.perDevicePerHour = perDevicePerHour
             self.perAppPerSecond = perAppPerSecond
+            self.dropLowPriority = dropLowPriority
         }
     }
 }

@@ -163,10 +163,11 @@ extension AppsFile {
         guard let limits else {
             return AppConfiguration.RateLimits()
         }
-        try limits.rejectUnknownFields(allowed: ["per_device_per_hour", "per_app_per_second"])
+        try limits.rejectUnknownFields(allowed: ["per_device_per_hour", "per_app_per_second", "drop_low_priority"])
         return AppConfiguration.RateLimits(
             perDevicePerHour: try limits.int("per_device_per_hour") ?? AppConfiguration.RateLimits.defaultPerDevicePerHour,
-            perAppPerSecond: try limits.int("per_app_per_second") ?? AppConfiguration.RateLimits.defaultPerAppPerSecond
+            perAppPerSecond: try limits.int("per_app_per_second") ?? AppConfiguration.RateLimits.defaultPerAppPerSecond,
+            dropLowPriority: try limits.bool("drop_low_priority") ?? false
         )
     }
 

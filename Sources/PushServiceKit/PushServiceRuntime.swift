@@ -1,6 +1,7 @@
 public import AMQP
 import Foundation
 public import Logging
+public import PushCore
 public import Redis
 public import ServiceLifecycle
 
@@ -15,28 +16,33 @@ public struct PushServiceRuntime: Sendable {
     public let logger: Logger
     public let amqp: AMQPConnection
     public let redis: RedisClient
+    /// The RabbitMQ names the broker connection declares: the contract's (``PushQueues/standard``)
+    /// unless a service runs under another prefix (tests, benchmarks).
+    public let queues: PushQueues
 
     /// Builds the clients (they connect in the background once run). Throws when a URL is unusable.
-    public init(name: String, configuration: PushConfiguration, logger: Logger) throws {
+    public init(name: String, configuration: PushConfiguration, logger: Logger, queues: PushQueues = .standard) throws {
         self.name = name
         self.configuration = configuration
         self.logger = logger
+        self.queues = queues
         let host = ProcessInfo.processInfo.hostName
         let amqpConfiguration = try AMQPConfiguration(url: configuration.amqpURL.absoluteString, connectionName: "\(name)@\(host)")
-        self.amqp = AMQPConnection(configuration: amqpConfiguration, topology: .push, logger: logger)
+        self.amqp = AMQPConnection(configuration: amqpConfiguration, topology: .push(queues), logger: logger)
         let redisConfiguration = try RedisConfiguration(url: configuration.redisURL.absoluteString)
         self.redis = RedisClient(configuration: redisConfiguration, logger: logger)
     }
 
     /// Loads configuration from the environment (and `PUSH_CONFIG_FILE`), sets up logging and
     /// metrics, and builds the runtime. Configuration errors name the key and stop the process.
-    public static func bootstrap(name: String, defaultHTTPPort: Int) async throws -> PushServiceRuntime {
+    /// `queues` names the topology to declare (default: the contract's).
+    public static func bootstrap(name: String, defaultHTTPPort: Int, queues: PushQueues = .standard) async throws -> PushServiceRuntime {
         let configuration = try await PushConfiguration.load(defaults: PushConfiguration(httpPort: defaultHTTPPort))
         PushLogging.bootstrap(configuration)
         PushMetrics.bootstrap()
         var logger = Logger(label: name)
         logger.logLevel = configuration.logLevel
-        return try PushServiceRuntime(name: name, configuration: configuration, logger: logger)
+        return try PushServiceRuntime(name: name, configuration: configuration, logger: logger, queues: queues)
     }
 
     /// `/readyz` is ready when the broker connection is up with its topology declared and every

@@ -11,7 +11,7 @@ public import Redis
 /// Keys are the caller's (e.g. `push:ratelimit:{com.example.game}:ingest:203.0.113.7`); put the
 /// scope's hash tag in them when running on Redis Cluster.
 public struct RateLimiter: Sendable {
-    private let redis: any RedisCommandExecutor
+    let redis: any RedisCommandExecutor
 
     public init(redis: any RedisCommandExecutor) {
         self.redis = redis

@@ -98,6 +98,16 @@ struct AppsFileTests {
         #expect(app.ingest.credential == .none)
         #expect(app.ingest.timestampWindow == .seconds(300))
         #expect(app.rateLimits == .init(perDevicePerHour: 60, perAppPerSecond: 10))
+        #expect(app.rateLimits.dropLowPriority == false)
+    }
+
+    @Test func dropLowPriorityIsReadFromRateLimits() throws {
+        let file = try AppsFile(json: Self.file(app: #""rate_limits": {"drop_low_priority": true}"#))
+        let limits = try #require(file.app(bundleID: "com.example.game")).rateLimits
+        #expect(limits == .init(perDevicePerHour: 60, perAppPerSecond: 5000, dropLowPriority: true))
+        #expect(throws: AppsFileError.self) {
+            try AppsFile(json: Self.file(app: #""rate_limits": {"drop_low_priority": "yes"}"#))
+        }
     }
 
     @Test func hmacSHA256WithASecretIsAccepted() throws {
@@ -330,7 +340,7 @@ struct AppsFileTests {
             name: "unknown rate limit field",
             json: #""rate_limits": {"per_device_per_day": 5}"#,
             code: .unknownField,
-            message: #"apps["com.example.game"].rate_limits.per_device_per_day: unknown field (allowed here: per_device_per_hour, per_app_per_second)"#
+            message: #"apps["com.example.game"].rate_limits.per_device_per_day: unknown field (allowed here: per_device_per_hour, per_app_per_second, drop_low_priority)"#
         ),
     ]
 

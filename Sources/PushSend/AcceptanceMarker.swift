@@ -1,0 +1,86 @@
+import Logging
+import Synchronization
+
+/// Writes the ``DeliveryLedger`` marks as APNs' 200s arrive, not when a batch ends, so a `kill -9`
+/// leaves unmarked only what was accepted in the last moment (the duplicates of a restart).
+///
+/// Every answer is queued with ``mark(_:)``; one flusher at a time sends everything queued as one
+/// pipeline and loops until the queue is empty, so marks coalesce under load and go out at once when
+/// idle. ``waitUntilWritten(through:)`` lets a batch wait for its marks before it is acked. A failed
+/// write is logged and dropped: the marks only bound duplicates, they never gate delivery.
+final class AcceptanceMarker: Sendable {
+    private struct State {
+        var pending: [String] = []
+        var isFlushing = false
+        /// Sequence number of the last queued mark, and of the last one written (or dropped).
+        var queued: UInt64 = 0
+        var written: UInt64 = 0
+        var waiters: [(through: UInt64, continuation: CheckedContinuation<Void, Never>)] = []
+    }
+
+    private let ledger: DeliveryLedger
+    private let logger: Logger
+    private let state = Mutex(State())
+
+    init(ledger: DeliveryLedger, logger: Logger) {
+        self.ledger = ledger
+        self.logger = logger
+    }
+
+    /// Queues the mark for `key` and returns its sequence number.
+    @discardableResult
+    func mark(_ key: String) -> UInt64 {
+        let (sequence, startFlusher) = state.withLock { state -> (UInt64, Bool) in
+            state.pending.append(key)
+            state.queued += 1
+            let start = !state.isFlushing
+            state.isFlushing = true
+            return (state.queued, start)
+        }
+        if startFlusher {
+            Task { await self.flush() }
+        }
+        return sequence
+    }
+
+    /// The sequence number of the last mark queued so far.
+    var lastQueued: UInt64 { state.withLock { $0.queued } }
+
+    /// Returns once every mark up to `sequence` is written (or its write failed).
+    func waitUntilWritten(through sequence: UInt64) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let done = state.withLock { state -> Bool in
+                if state.written >= sequence { return true }
+                state.waiters.append((sequence, continuation))
+                return false
+            }
+            if done { continuation.resume() }
+        }
+    }
+
+    private func flush() async {
+        while true {
+            let (keys, through) = state.withLock { state -> ([String], UInt64) in
+                defer { state.pending.removeAll(keepingCapacity: true) }
+                if state.pending.isEmpty { state.isFlushing = false }
+                return (state.pending, state.queued)
+            }
+            if keys.isEmpty { return }
+            do {
+                try await ledger.markAccepted(keys: keys)
+            } catch {
+                logger.warning(
+                    "could not mark accepted notifications in Redis (a redelivery may duplicate them)",
+                    metadata: ["push.error": "\(error)", "push.marks": "\(keys.count)"]
+                )
+            }
+            let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+                state.written = through
+                let ready = state.waiters.filter { $0.through <= through }.map(\.continuation)
+                state.waiters.removeAll { $0.through <= through }
+                return ready
+            }
+            for continuation in ready { continuation.resume() }
+        }
+    }
+}

@@ -1,0 +1,15 @@
+public import APNs
+
+/// What the batch processor needs from an APNs client: one notification in, APNs' answer out.
+///
+/// ``APNs/APNsClient`` is the implementation; the seam keeps the processor's logic readable apart from
+/// HTTP/2 and lets ``APNsClientPool`` hold one client per app and environment.
+public protocol NotificationSending: Sendable {
+    /// APNs' answer whatever its status; throws only when there is none (transport, shutdown, bad
+    /// request or credentials).
+    func send(_ notification: APNsNotification, timeout: Duration?) async throws(APNsClientError) -> APNsResponse
+    /// Fails queued requests with `.shutdown`, lets in-flight ones finish (bounded), closes connections.
+    func shutdown() async
+    /// Connections open now.
+    var openConnections: Int { get }
+}

@@ -1,0 +1,85 @@
+/// Where a notification that was not sent for good goes next: a delayed-retry tier of `push.send`,
+/// or nowhere (expired, or out of tries). Pure: the caller passes the time.
+///
+/// Two kinds of "later":
+/// - a **retry** (429, 500, 503, connection lost, timeout) counts as an attempt: attempt `n` (0 for
+///   the first try) that failed goes to tier `min(n, last)`, so delays grow 1 s, 5 s, 30 s, 2 min,
+///   10 min, 10 min, … (``PushCore/PushQueues``' `send.retryTiers`); after ``maxAttempts`` tries the
+///   notification is given up (dead-lettered);
+/// - a **deferral** (rate limited, the app's sending paused) is not an attempt: it goes to the shortest
+///   tier at least as long as the wait asked for (the longest tier if none is), at most
+///   ``maxDeferrals`` times.
+///
+/// Neither goes past the notification's `expiration`: when the tier's delay would end after it, the
+/// notification is expired instead. `expiration: 0` (APNs' "try once") allows no later try at all;
+/// no `expiration` leaves only the attempt and deferral bounds.
+public struct RetryPolicy: Sendable, Hashable {
+    /// The tier delays, shortest first (``PushCore/WorkQueue/retryTiers``).
+    public let tiers: [Duration]
+    /// Tries of one notification, the first included (at least 1).
+    public let maxAttempts: Int
+    /// Deferrals of one notification (at least 1).
+    public let maxDeferrals: Int
+
+    public init(tiers: [Duration], maxAttempts: Int, maxDeferrals: Int) {
+        precondition(!tiers.isEmpty, "a retry policy needs at least one tier")
+        self.tiers = tiers
+        self.maxAttempts = Swift.max(1, maxAttempts)
+        self.maxDeferrals = Swift.max(1, maxDeferrals)
+    }
+
+    public enum Decision: Sendable, Hashable {
+        /// Republish to tier `tier` (its index in ``tiers``).
+        case republish(tier: Int)
+        /// The expiration would pass first: drop and report `failed.Expired`.
+        case expired
+        /// Out of attempts or deferrals: dead-letter.
+        case exhausted
+    }
+
+    /// After attempt `attempt` (0-based) of a notification failed with a retryable answer.
+    ///
+    /// - Parameters:
+    ///   - expiration: The batch's `expiration` (seconds since 1970; 0 = try once).
+    ///   - now: Milliseconds since 1970.
+    public func afterRetryableFailure(attempt: Int, expiration: Int64?, now: Int64) -> Decision {
+        if attempt + 1 >= maxAttempts {
+            return .exhausted
+        }
+        let tier = Swift.min(Swift.max(0, attempt), tiers.count - 1)
+        return checked(tier: tier, expiration: expiration, now: now)
+    }
+
+    /// When a notification must wait `retryAfter` (rate limit, paused app) and was deferred
+    /// `deferrals` times before.
+    public func deferral(retryAfter: Duration, deferrals: Int, expiration: Int64?, now: Int64) -> Decision {
+        if deferrals + 1 > maxDeferrals {
+            return .exhausted
+        }
+        let tier = tiers.firstIndex { $0 >= retryAfter } ?? tiers.count - 1
+        return checked(tier: tier, expiration: expiration, now: now)
+    }
+
+    /// Whether the notification may still be tried once the notification comes back from `tier`.
+    private func checked(tier: Int, expiration: Int64?, now: Int64) -> Decision {
+        guard let expiration else {
+            return .republish(tier: tier)
+        }
+        if expiration == 0 || now + Self.milliseconds(tiers[tier]) > expiration * 1000 {
+            return .expired
+        }
+        return .republish(tier: tier)
+    }
+
+    /// Whether a batch with this `expiration` is already past it at `now` (ms). `0` (try once) is
+    /// never expired before the first try.
+    public static func isExpired(expiration: Int64?, now: Int64) -> Bool {
+        guard let expiration, expiration > 0 else { return false }
+        return now > expiration * 1000
+    }
+
+    static func milliseconds(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
+    }
+}

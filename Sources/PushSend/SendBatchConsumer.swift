@@ -1,0 +1,94 @@
+public import AMQP
+public import Logging
+public import PushCore
+public import ServiceLifecycle
+
+/// Consumes `push.send` and hands each delivery to a ``SendBatchProcessor``.
+///
+/// At most ``SendConfiguration/prefetch`` batches are in flight (the broker's prefetch, so the bound
+/// holds across reconnects); with batches of a few hundred tokens that keeps thousands of notifications
+/// in flight. On graceful shutdown it stops taking deliveries, lets the batches in flight finish for up
+/// to ``SendConfiguration/drainTimeout``, then cancels the rest, which return to the queue (nack with
+/// requeue) after marking in Redis what APNs already accepted. Should the process die instead, the
+/// broker requeues every unacked batch and the marks keep the duplicates few.
+public struct SendBatchConsumer: Service {
+    private let amqp: AMQPConnection
+    private let processor: SendBatchProcessor
+    private let queue: String
+    private let prefetch: Int
+    private let drainTimeout: Duration
+    private let logger: Logger
+
+    public init(amqp: AMQPConnection, processor: SendBatchProcessor, queues: PushQueues, configuration: SendConfiguration, logger: Logger) {
+        self.amqp = amqp
+        self.processor = processor
+        self.queue = queues.send.name
+        self.prefetch = Swift.max(1, Swift.min(configuration.prefetch, Int(UInt16.max)))
+        self.drainTimeout = configuration.drainTimeout
+        var logger = logger
+        logger[metadataKey: "push.queue"] = "\(queues.send.name)"
+        self.logger = logger
+    }
+
+    private enum Finished: Sendable {
+        case batch
+        case drainDeadline
+    }
+
+    /// Consumes until graceful shutdown or cancellation, drains (bounded), and returns.
+    ///
+    /// - Throws: when the broker cancels the consumer (the queue was deleted), after draining.
+    public func run() async throws {
+        let consumer = amqp.consume(queue: queue, prefetch: UInt16(prefetch))
+        logger.info("consuming send batches", metadata: ["push.prefetch": "\(prefetch)"])
+        let processor = self.processor
+        let drainTimeout = self.drainTimeout
+        let logger = self.logger
+        let limit = prefetch
+        let failure: (any Error)? = await withGracefulShutdownHandler {
+            await withTaskGroup(of: Finished.self) { group in
+                var inFlight = 0
+                var failure: (any Error)?
+                do {
+                    for try await delivery in consumer {
+                        while inFlight >= limit, await group.next() != nil {
+                            inFlight -= 1
+                        }
+                        group.addTask {
+                            await processor.process(delivery)
+                            return .batch
+                        }
+                        inFlight += 1
+                    }
+                } catch {
+                    failure = error
+                }
+                if inFlight > 0 {
+                    logger.info("draining send batches in flight", metadata: ["push.in_flight": "\(inFlight)", "push.drain_timeout": "\(drainTimeout)"])
+                    group.addTask {
+                        try? await Task.sleep(for: drainTimeout)
+                        return .drainDeadline
+                    }
+                    while inFlight > 0, let finished = await group.next() {
+                        switch finished {
+                        case .batch:
+                            inFlight -= 1
+                        case .drainDeadline:
+                            logger.warning("drain timeout: returning unfinished send batches to the queue", metadata: ["push.in_flight": "\(inFlight)"])
+                            group.cancelAll()
+                        }
+                    }
+                    group.cancelAll()
+                }
+                return failure
+            }
+        } onGracefulShutdown: {
+            consumer.cancel()
+        }
+        if let failure {
+            logger.error("send batch consumer stopped", metadata: ["push.error": "\(failure)"])
+            throw failure
+        }
+        logger.info("send batch consumer drained")
+    }
+}

@@ -1,0 +1,116 @@
+public import APNs
+import Foundation
+public import PushCore
+
+/// A send batch push-send cannot use, naming the field: `tokens[3]: must be 64–200 lowercase hex characters`.
+public struct SendBatchError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The JSON field at fault (`""` for the body as a whole).
+    public let field: String
+    public let reason: String
+
+    init(field: String, _ reason: String) {
+        self.field = field
+        self.reason = reason
+    }
+
+    /// `field: reason`, as it goes into `x-push-error`.
+    public var message: String { field.isEmpty ? reason : "\(field): \(reason)" }
+    public var description: String { message }
+}
+
+/// A decoded and checked send batch, with the APNs values push-send sends it with.
+public struct DecodedSendBatch: Sendable {
+    public let batch: SendBatch
+    public let pushType: APNsPushType
+    public let priority: APNsPriority
+    /// The payload bytes, shared by every token's request.
+    public let payload: [UInt8]
+
+    /// Parses a `push.send` body (``PushCore/SendBatch``) and checks what APNs would refuse anyway.
+    public init(body: [UInt8]) throws(SendBatchError) {
+        let batch: SendBatch
+        do {
+            batch = try JSONDecoder().decode(SendBatch.self, from: Data(body))
+        } catch let error as DecodingError {
+            throw Self.describe(error)
+        } catch {
+            throw SendBatchError(field: "", "not a send batch: \(error)")
+        }
+        guard batch.version == 1 else {
+            throw SendBatchError(field: "v", "must be 1, got \(batch.version)")
+        }
+        guard !batch.requestID.isEmpty else { throw SendBatchError(field: "request_id", "must not be empty") }
+        guard !batch.app.isEmpty else { throw SendBatchError(field: "app", "must not be empty") }
+        guard let pushType = APNsPushType(rawValue: batch.pushType) else {
+            throw SendBatchError(field: "push_type", "is not an APNs push type: \"\(batch.pushType)\"")
+        }
+        guard let priority = APNsPriority(rawValue: batch.priority) else {
+            throw SendBatchError(field: "priority", "must be 10, 5 or 1, got \(batch.priority)")
+        }
+        guard !batch.tokens.isEmpty else { throw SendBatchError(field: "tokens", "must hold at least one token") }
+        for (index, token) in batch.tokens.enumerated() {
+            let bytes = token.utf8
+            guard (64...200).contains(bytes.count), bytes.count % 2 == 0,
+                bytes.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) })
+            else {
+                throw SendBatchError(field: "tokens[\(index)]", "must be 64–200 lowercase hex characters, even length")
+            }
+        }
+        guard batch.attempt >= 0 else { throw SendBatchError(field: "attempt", "must not be negative, got \(batch.attempt)") }
+        if let expiration = batch.expiration, expiration < 0 {
+            throw SendBatchError(field: "expiration", "must be 0 or seconds since 1970, got \(expiration)")
+        }
+        if let collapseID = batch.collapseID, collapseID.utf8.count > 64 {
+            throw SendBatchError(field: "collapse_id", "must be at most 64 bytes, got \(collapseID.utf8.count)")
+        }
+        let payload = Array(batch.payload.utf8)
+        guard !payload.isEmpty else { throw SendBatchError(field: "payload", "must not be empty") }
+        self.batch = batch
+        self.pushType = pushType
+        self.priority = priority
+        self.payload = payload
+    }
+
+    /// The request for one token.
+    public func notification(token: String) -> APNsNotification {
+        APNsNotification(
+            deviceToken: token,
+            topic: pushType.topic(forBundleID: batch.app),
+            pushType: pushType,
+            priority: priority,
+            expiration: batch.expiration,
+            collapseID: batch.collapseID,
+            payload: payload
+        )
+    }
+
+    private static func describe(_ error: DecodingError) -> SendBatchError {
+        func path(_ codingPath: [any CodingKey]) -> String {
+            var text = ""
+            for key in codingPath {
+                if let index = key.intValue {
+                    text += "[\(index)]"
+                } else {
+                    text += text.isEmpty ? key.stringValue : ".\(key.stringValue)"
+                }
+            }
+            return text
+        }
+        switch error {
+        case .keyNotFound(let key, let context):
+            let parent = path(context.codingPath)
+            return SendBatchError(field: parent.isEmpty ? key.stringValue : "\(parent).\(key.stringValue)", "is required")
+        case .typeMismatch(let type, let context):
+            return SendBatchError(field: path(context.codingPath), "has the wrong type (expected \(type))")
+        case .valueNotFound(let type, let context):
+            return SendBatchError(field: path(context.codingPath), "must not be null (expected \(type))")
+        case .dataCorrupted(let context):
+            if context.codingPath.isEmpty {
+                return SendBatchError(field: "", "not valid JSON")
+            }
+            return SendBatchError(field: path(context.codingPath), context.debugDescription)
+        @unknown default:
+            return SendBatchError(field: "", "not a send batch: \(error)")
+        }
+    }
+}

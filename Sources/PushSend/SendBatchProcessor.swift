@@ -1,0 +1,298 @@
+public import AMQP
+import APNs
+import Foundation
+public import Logging
+import Metrics
+public import PushCore
+import RateLimiting
+
+/// Takes one `push.send` delivery from message to settlement: decode, skip what APNs already accepted,
+/// apply rate limits, send every remaining token concurrently, classify each answer, publish what the
+/// outcomes ask for (``SendBatchPlan``) with confirms, and only then ack.
+///
+/// - A body that is not a usable send batch, or names no configured app, goes to `push.dead` as is,
+///   with the reason (naming the field) in `x-push-error`.
+/// - A batch of a paused app is republished to a retry tier at once (see ``AppPauses``).
+/// - A batch past its expiration is dropped and reported as `failed.Expired`.
+/// - Redis trouble does not stop sending: without the dedupe lookup a redelivered batch may send
+///   duplicates, without rate limits it sends unthrottled; both are logged.
+/// - When a publish fails (broker trouble), or the batch was interrupted by shutdown, the delivery is
+///   nacked back to the queue (after the dedupe marks of what APNs accepted are written).
+public struct SendBatchProcessor: Sendable {
+    let amqp: AMQPConnection
+    let apps: AppsFile
+    let clients: APNsClientPool
+    let ledger: DeliveryLedger
+    let marker: AcceptanceMarker
+    let rateLimits: SendRateLimits?
+    let pauses: AppPauses
+    let queues: PushQueues
+    let policy: RetryPolicy
+    let configuration: SendConfiguration
+    let metrics: SendMetrics
+    let logger: Logger
+    let now: @Sendable () -> Int64
+
+    /// The pause before requeueing a delivery whose outcome messages could not be published.
+    static let publishFailureBackoff: Duration = .seconds(1)
+    /// Reason of tokens deferred because their app's sending is paused.
+    static let pausedReason = "AppPaused"
+
+    public init(
+        amqp: AMQPConnection,
+        apps: AppsFile,
+        clients: APNsClientPool,
+        ledger: DeliveryLedger,
+        rateLimits: SendRateLimits?,
+        pauses: AppPauses,
+        queues: PushQueues,
+        configuration: SendConfiguration,
+        logger: Logger,
+        now: @escaping @Sendable () -> Int64 = { Int64((Date().timeIntervalSince1970 * 1000).rounded()) }
+    ) {
+        self.amqp = amqp
+        self.apps = apps
+        self.clients = clients
+        self.ledger = ledger
+        self.marker = AcceptanceMarker(ledger: ledger, logger: logger)
+        self.rateLimits = rateLimits
+        self.pauses = pauses
+        self.queues = queues
+        self.policy = RetryPolicy(tiers: queues.send.retryTiers, maxAttempts: configuration.maxAttempts, maxDeferrals: configuration.maxDeferrals)
+        self.configuration = configuration
+        self.metrics = clients.metrics
+        self.logger = logger
+        self.now = now
+    }
+
+    /// Settles `delivery` exactly once; never throws.
+    public func process(_ delivery: AMQPDelivery) async {
+        let decoded: DecodedSendBatch
+        do {
+            decoded = try DecodedSendBatch(body: delivery.body)
+        } catch {
+            logger.notice("invalid send batch", metadata: ["push.error": "\(error.message)"])
+            await deadLetterOriginal(delivery, reason: error.message)
+            return
+        }
+        let batch = decoded.batch
+        guard let app = apps.app(bundleID: batch.app) else {
+            let reason = "app: names no configured app (\"\(batch.app)\")"
+            logger.notice("send batch for an unknown app", metadata: ["push.error": "\(reason)", "push.batch_id": "\(batch.batchID)"])
+            await deadLetterOriginal(delivery, reason: reason)
+            return
+        }
+        var logger = self.logger
+        logger[metadataKey: "push.app"] = "\(app.bundleID)"
+        logger[metadataKey: "push.request_id"] = "\(batch.requestID)"
+        logger[metadataKey: "push.batch_id"] = "\(batch.batchID)"
+
+        let deferrals = Int(delivery.properties.headers[SendBatchPlan.deferralsHeader]?.intValue ?? 0)
+        var report = SendBatchReport(batch: batch, deferrals: deferrals)
+        let started = now()
+        var settlement = "acked"
+        if let wait = pauses.remaining(app.bundleID, now: started) {
+            report.recordAll(.deferred(reason: Self.pausedReason, retryAfter: wait))
+            settlement = "paused"
+        } else if RetryPolicy.isExpired(expiration: batch.expiration, now: started) {
+            report.recordAll(.dropped(reason: "Expired"))
+        } else {
+            metrics.setPaused(app: app.bundleID, false)
+            await send(decoded, app: app, into: &report, logger: logger)
+        }
+
+        let plan = report.plan(policy: policy, now: now(), credentialPause: configuration.credentialPause)
+        if plan.isUnfinished {
+            logger.info("send batch interrupted by shutdown; returning it to the queue")
+            delivery.nack(requeue: true)
+            metrics.batch("requeued")
+            return
+        }
+        if let problem = plan.credentialProblem {
+            pauseApp(app.bundleID, reason: problem, logger: logger)
+        }
+        let results = await amqp.publish(plan.messages(queues: queues))
+        if let failure = results.lazy.compactMap({ result -> AMQPError? in
+            if case .failure(let error) = result { return error }
+            return nil
+        }).first {
+            logger.error(
+                "could not publish a send batch's outcomes; requeueing it",
+                metadata: ["push.amqp_error": "\(failure)", "push.messages": "\(results.count)"]
+            )
+            try? await Task.sleep(for: Self.publishFailureBackoff)
+            delivery.nack(requeue: true)
+            metrics.batch("requeued")
+            return
+        }
+        delivery.ack()
+        record(plan, as: settlement)
+        logger.debug(
+            "send batch settled",
+            metadata: [
+                "push.delivered": "\(plan.delivered)", "push.already_delivered": "\(plan.alreadyDelivered)",
+                "push.failed": "\(plan.failures.values.reduce(0) { $0 + $1.count })",
+                "push.retried": "\(plan.retried.values.reduce(0, +))", "push.deferred": "\(plan.deferred.values.reduce(0, +))",
+            ]
+        )
+    }
+
+    // MARK: Sending
+
+    /// Records an outcome for every token of the batch that reaches this point.
+    private func send(_ decoded: DecodedSendBatch, app: AppConfiguration, into report: inout SendBatchReport, logger: Logger) async {
+        let batch = decoded.batch
+        var pending = batch.tokens
+
+        do {
+            let accepted = try await ledger.accepted(app: app.bundleID, requestID: batch.requestID, tokens: pending)
+            if !accepted.isEmpty {
+                for token in pending where accepted.contains(token) { report.record(token, .alreadyDelivered) }
+                pending.removeAll { accepted.contains($0) }
+                metrics.duplicatesSkipped.increment(by: Int64(accepted.count))
+            }
+        } catch {
+            logger.warning("dedupe lookup failed; sending without it (a redelivered batch may send duplicates)", metadata: ["push.error": "\(error)"])
+        }
+
+        if let rateLimits, !pending.isEmpty {
+            do {
+                let decisions = try await rateLimits.check(app: app, tokens: pending)
+                var allowed: [String] = []
+                allowed.reserveCapacity(pending.count)
+                var dropped = 0
+                var deferred = 0
+                for (token, decision) in zip(pending, decisions) {
+                    switch decision {
+                    case .allowed:
+                        allowed.append(token)
+                    case .limited(let retryAfter):
+                        if batch.priority == 1 && app.rateLimits.dropLowPriority {
+                            report.record(token, .dropped(reason: "RateLimited"))
+                            dropped += 1
+                        } else {
+                            report.record(token, .deferred(reason: "RateLimited", retryAfter: retryAfter))
+                            deferred += 1
+                        }
+                    }
+                }
+                if dropped > 0 { metrics.rateLimited("dropped", count: dropped) }
+                if deferred > 0 { metrics.rateLimited("deferred", count: deferred) }
+                pending = allowed
+            } catch {
+                logger.warning("rate limit check failed; sending without it", metadata: ["push.error": "\(error)"])
+            }
+        }
+        guard !pending.isEmpty else { return }
+
+        let client: any NotificationSending
+        do {
+            client = try clients.client(app: app, environment: batch.environment)
+        } catch {
+            logger.critical(
+                "cannot make an APNs client for the app: its credentials or endpoint are unusable",
+                metadata: ["push.error": "\(error)", "push.environment": "\(batch.environment.rawValue)"]
+            )
+            for token in pending { report.record(token, .credentialProblem(reason: "InvalidCredentials")) }
+            return
+        }
+        if Task.isCancelled {
+            for token in pending { report.record(token, .unfinished) }
+            return
+        }
+
+        let outcomes = await sendAll(decoded, tokens: pending, client: client, app: app.bundleID)
+        var anyDelivered = false
+        for (token, outcome) in zip(pending, outcomes) {
+            let outcome = outcome ?? .unfinished
+            if outcome == .delivered { anyDelivered = true }
+            report.record(token, outcome)
+        }
+        if anyDelivered {
+            // The marks were queued as the 200s came in; the batch is acked only once they are written.
+            await marker.waitUntilWritten(through: marker.lastQueued)
+        }
+    }
+
+    /// Sends every token at once and waits for the answers (or for cancellation; see ``AnswerCollector``).
+    /// Each 200 queues its dedupe mark at once (``AcceptanceMarker``).
+    private func sendAll(_ decoded: DecodedSendBatch, tokens: [String], client: any NotificationSending, app: String) async -> [TokenOutcome?] {
+        let collector = AnswerCollector(count: tokens.count)
+        let timeout = configuration.requestTimeout
+        let metrics = self.metrics
+        let marker = self.marker
+        let ledger = self.ledger
+        let requestID = decoded.batch.requestID
+        metrics.inFlight(tokens.count)
+        // Unstructured on purpose: requests the batch stops waiting for (shutdown) still finish,
+        // bounded by the client, and what APNs accepts after that is still marked.
+        Task {
+            await withTaskGroup(of: Void.self) { group in
+                for (index, token) in tokens.enumerated() {
+                    group.addTask {
+                        let notification = decoded.notification(token: token)
+                        let started = ContinuousClock.now
+                        let outcome: TokenOutcome
+                        do throws(APNsClientError) {
+                            let response = try await client.send(notification, timeout: timeout)
+                            metrics.latency.recordNanoseconds(Self.nanoseconds(ContinuousClock.now - started))
+                            outcome = TokenOutcome(response: response)
+                        } catch {
+                            outcome = TokenOutcome(error: error)
+                        }
+                        if outcome == .delivered { marker.mark(ledger.key(app: app, requestID: requestID, token: token)) }
+                        if outcome != .unfinished { metrics.sent.increment() }
+                        metrics.inFlight(-1)
+                        collector.record(index, outcome)
+                    }
+                }
+            }
+        }
+        return await collector.wait()
+    }
+
+    // MARK: Credential pauses
+
+    private func pauseApp(_ app: String, reason: String, logger: Logger) {
+        metrics.credentialFailure(app: app)
+        metrics.setPaused(app: app, true)
+        if pauses.pause(app, for: configuration.credentialPause, now: now()) {
+            logger.critical(
+                "APNs refused the app's credentials: its sending is paused, its batches wait in the retry tiers. Fix the key or certificate in the apps file.",
+                metadata: ["push.reason": "\(reason)", "push.pause_s": "\(configuration.credentialPause.components.seconds)"]
+            )
+        }
+    }
+
+    // MARK: Settling
+
+    private func record(_ plan: SendBatchPlan, as settlement: String) {
+        metrics.batch(settlement)
+        if plan.delivered > 0 { metrics.delivered.increment(by: Int64(plan.delivered)) }
+        for (reason, tokens) in plan.failures { metrics.failed(reason, count: tokens.count) }
+        for (reason, count) in plan.retried { metrics.retried(reason, count: count) }
+        for (reason, count) in plan.deferred { metrics.deferred(reason, count: count) }
+    }
+
+    /// Publishes the original body and properties to the dead queue with `reason`, then acks.
+    private func deadLetterOriginal(_ delivery: AMQPDelivery, reason: String) async {
+        var properties = delivery.properties
+        properties.headers[PushQueues.errorHeader] = .string(reason)
+        let message = AMQPOutboundMessage(exchange: queues.exchange, routingKey: queues.deadRoutingKey, body: delivery.body, properties: properties)
+        do {
+            try await amqp.publish(message)
+            delivery.ack()
+            metrics.batch("invalid")
+        } catch {
+            logger.error("could not dead-letter a send batch; requeueing", metadata: ["push.error": "\(reason)", "push.amqp_error": "\(error)"])
+            try? await Task.sleep(for: Self.publishFailureBackoff)
+            delivery.nack(requeue: true)
+            metrics.batch("requeued")
+        }
+    }
+
+    static func nanoseconds(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+    }
+}

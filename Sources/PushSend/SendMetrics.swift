@@ -1,0 +1,86 @@
+import Metrics
+import Synchronization
+
+/// push-send's metrics (swift-metrics; Prometheus on `/metrics` through the service kit):
+///
+/// - `push_send_notifications_sent_total`: requests sent to APNs (every try counts);
+/// - `push_send_delivered_total`: notifications APNs accepted;
+/// - `push_send_failed_total{reason}`: notifications that ended without delivery (invalid token,
+///   permanent refusal, expired, dropped, out of tries), by reason;
+/// - `push_send_retries_total{reason}`: notifications republished to a retry tier for another attempt;
+/// - `push_send_rate_limited_total{action}`: notifications over a rate limit, `deferred` or `dropped`;
+/// - `push_send_deferred_total{reason}`: notifications republished without counting an attempt;
+/// - `push_send_duplicates_skipped_total`: notifications not sent again because APNs already accepted them;
+/// - `push_send_in_flight`: notifications waiting for APNs' answer now;
+/// - `push_send_apns_latency_seconds`: a histogram of APNs' answer times;
+/// - `push_send_open_connections`: HTTP/2 connections open to APNs (all apps);
+/// - `push_send_batches_total{outcome}`: batches settled: `acked`, `requeued` (broker trouble or
+///   shutdown), `invalid` (dead-lettered as unreadable), `paused` (republished while their app was paused);
+/// - `push_send_credential_failures_total{app}` and `push_send_app_paused{app}` (1 while paused).
+///
+/// Labelled handles are created once per label value and kept.
+final class SendMetrics: Sendable {
+    let sent = Counter(label: "push_send_notifications_sent_total")
+    let delivered = Counter(label: "push_send_delivered_total")
+    let duplicatesSkipped = Counter(label: "push_send_duplicates_skipped_total")
+    let latency = Timer(label: "push_send_apns_latency_seconds")
+    let openConnections = Gauge(label: "push_send_open_connections")
+    private let inFlightGauge = Gauge(label: "push_send_in_flight")
+    private let inFlightCount = Atomic<Int>(0)
+    private let labelled = Mutex<[String: Counter]>([:])
+    private let pausedGauges = Mutex<[String: Gauge]>([:])
+
+    init() {}
+
+    private func counter(_ label: String, _ dimension: String, _ value: String) -> Counter {
+        let key = "\(label)|\(dimension)=\(value)"
+        return labelled.withLock { counters in
+            if let counter = counters[key] { return counter }
+            let counter = Counter(label: label, dimensions: [(dimension, value)])
+            counters[key] = counter
+            return counter
+        }
+    }
+
+    func failed(_ reason: String, count: Int) {
+        counter("push_send_failed_total", "reason", reason).increment(by: Int64(count))
+    }
+
+    func retried(_ reason: String, count: Int) {
+        counter("push_send_retries_total", "reason", reason).increment(by: Int64(count))
+    }
+
+    func deferred(_ reason: String, count: Int) {
+        counter("push_send_deferred_total", "reason", reason).increment(by: Int64(count))
+    }
+
+    func rateLimited(_ action: String, count: Int) {
+        counter("push_send_rate_limited_total", "action", action).increment(by: Int64(count))
+    }
+
+    func batch(_ outcome: String) {
+        counter("push_send_batches_total", "outcome", outcome).increment()
+    }
+
+    func credentialFailure(app: String) {
+        counter("push_send_credential_failures_total", "app", app).increment()
+    }
+
+    func setPaused(app: String, _ paused: Bool) {
+        let gauge = pausedGauges.withLock { gauges in
+            if let gauge = gauges[app] { return gauge }
+            let gauge = Gauge(label: "push_send_app_paused", dimensions: [("app", app)])
+            gauges[app] = gauge
+            return gauge
+        }
+        gauge.record(paused ? 1 : 0)
+    }
+
+    /// Apps whose paused gauge was ever set.
+    var appsWithPauseGauge: [String] { pausedGauges.withLock { Array($0.keys) } }
+
+    func inFlight(_ delta: Int) {
+        let value = inFlightCount.add(delta, ordering: .relaxed).newValue
+        inFlightGauge.record(value)
+    }
+}

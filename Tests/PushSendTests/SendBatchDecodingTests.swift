@@ -1,0 +1,131 @@
+import APNs
+import Foundation
+import PushCore
+import PushServiceKit
+import Testing
+
+@testable import PushSend
+
+/// Send batch bodies, settings and pause bookkeeping, without servers.
+@Suite struct SendBatchDecodingTests {
+    static let token = String(repeating: "ab", count: 32)
+
+    static func body(_ overrides: [String: String] = [:], without: Set<String> = []) -> [UInt8] {
+        var fields: [String: String] = [
+            "v": "1", "request_id": #""r1""#, "batch_id": #""r1/0""#, "app": #""com.example.app""#, "environment": #""sandbox""#,
+            "push_type": #""voip""#, "priority": "10", "expiration": "1767225600", "collapse_id": #""c1""#,
+            "payload": #""{\"aps\":{}}""#, "tokens": #"["\#(token)"]"#, "attempt": "0", "created_at": "1767225000123",
+        ]
+        for (key, value) in overrides { fields[key] = value }
+        for key in without { fields[key] = nil }
+        return Array(("{" + fields.sorted { $0.key < $1.key }.map { "\"\($0.key)\": \($0.value)" }.joined(separator: ", ") + "}").utf8)
+    }
+
+    @Test func aGoodBatchBecomesNotificationsWithTheTopicSuffix() throws {
+        let decoded = try DecodedSendBatch(body: Self.body())
+        #expect(decoded.batch.environment == .sandbox)
+        let notification = decoded.notification(token: Self.token)
+        #expect(notification.topic == "com.example.app.voip")
+        #expect(notification.pushType == .voip && notification.priority == .immediate)
+        #expect(notification.expiration == 1_767_225_600 && notification.collapseID == "c1")
+        #expect(String(decoding: notification.payload, as: UTF8.self) == #"{"aps":{}}"#)
+        #expect(throws: Never.self) { try notification.validate() }
+    }
+
+    @Test func badBatchesNameTheField() {
+        let cases: [([UInt8], String)] = [
+            (Array("nope".utf8), "not valid JSON"),
+            (Self.body(without: ["tokens"]), "tokens: is required"),
+            (Self.body(["tokens": "[]"]), "tokens: must hold at least one token"),
+            (Self.body(["tokens": #"["\#(Self.token)", "XYZ"]"#]), "tokens[1]: must be 64–200 lowercase hex characters, even length"),
+            (Self.body(["priority": "7"]), "priority: must be 10, 5 or 1, got 7"),
+            (Self.body(["push_type": #""shout""#]), #"push_type: is not an APNs push type: "shout""#),
+            (Self.body(["v": "2"]), "v: must be 1, got 2"),
+            (Self.body(["payload": #""""#]), "payload: must not be empty"),
+            (Self.body(["attempt": #""x""#]), "attempt: has the wrong type"),
+            (Self.body(["environment": #""staging""#]), "environment: "),
+            (Self.body(["collapse_id": "\"\(String(repeating: "c", count: 65))\""]), "collapse_id: must be at most 64 bytes, got 65"),
+        ]
+        for (body, expected) in cases {
+            do {
+                _ = try DecodedSendBatch(body: body)
+                Issue.record("accepted: \(String(decoding: body, as: UTF8.self))")
+            } catch {
+                #expect(error.message.hasPrefix(expected), "\(error.message)")
+            }
+        }
+    }
+
+    @Test func settingsAreReadAndBadValuesNamed() async throws {
+        let reader = try await PushConfigurationReader.load(environment: [
+            "PUSH_SEND_PREFETCH": "8", "PUSH_SEND_MAX_ATTEMPTS": "3", "PUSH_SEND_CONNECTIONS": "4",
+            "PUSH_SEND_DRAIN_TIMEOUT_S": "2.5", "PUSH_SEND_RATE_LIMITS": "false", "PUSH_SEND_QUEUE_PREFIX": "bench.q",
+        ])
+        let send = try SendConfiguration(reader: reader)
+        #expect(send.prefetch == 8 && send.maxAttempts == 3 && send.connections == 4)
+        #expect(send.drainTimeout == .milliseconds(2500))
+        #expect(!send.rateLimitsEnabled && send.queuePrefix == "bench.q")
+        #expect(send.maxDeferrals == 100 && send.dedupeTTL == .seconds(86_400), "defaults")
+
+        let bad = try await PushConfigurationReader.load(environment: ["PUSH_SEND_PREFETCH": "0"])
+        #expect {
+            try SendConfiguration(reader: bad)
+        } throws: { error in
+            "\(error)".contains("PUSH_SEND_PREFETCH")
+        }
+        let badPrefix = try await PushConfigurationReader.load(environment: ["PUSH_SEND_QUEUE_PREFIX": "a b"])
+        #expect(throws: ConfigurationError.self) { try SendConfiguration(reader: badPrefix) }
+    }
+
+    @Test func appCredentialsAndEndpointsMapToTheClientsTypes() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("send-creds-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let keyFile = directory.appendingPathComponent("AuthKey.p8").path
+        try SendTestKeys.p8.write(toFile: keyFile, atomically: true, encoding: .utf8)
+        let app = AppConfiguration(bundleID: "com.example.app", apns: .token(.init(keyFile: keyFile, keyID: "ABC123DEFG", teamID: "DEF123GHIJ")))
+        let configuration = try APNsClientConfiguration.forApp(
+            app,
+            environment: .sandbox,
+            endpointOverride: nil,
+            caFile: "/tmp/ca.pem",
+            send: SendConfiguration(connections: 3, requestTimeout: .seconds(7))
+        )
+        #expect(configuration.endpoint == .development, "sandbox devices go to Apple's development servers")
+        #expect(configuration.connections == 3 && configuration.requestTimeout == .seconds(7) && configuration.caFile == "/tmp/ca.pem")
+        guard case .token(let key) = configuration.credentials else {
+            Issue.record("token auth expected")
+            return
+        }
+        #expect(key.keyID == "ABC123DEFG" && key.teamID == "DEF123GHIJ")
+        #expect(try APNsEndpoint.forEnvironment(.production, override: nil) == .production)
+        #expect(try APNsEndpoint.forEnvironment(.production, override: URL(string: "https://127.0.0.1:2197")) == APNsEndpoint(host: "127.0.0.1", port: 2197))
+
+        let missing = AppConfiguration(bundleID: "com.example.app", apns: .token(.init(keyFile: directory.appendingPathComponent("none.p8").path, keyID: "ABC123DEFG", teamID: "DEF123GHIJ")))
+        #expect(throws: APNsCredentialError.self) {
+            try APNsClientConfiguration.forApp(missing, environment: .production, endpointOverride: nil, caFile: nil, send: SendConfiguration())
+        }
+        guard case .certificate(let certificate) = try APNsCredentials(.pem(certificateFile: "c.pem", privateKeyFile: "k.pem")) else {
+            Issue.record("certificate auth expected")
+            return
+        }
+        #expect(certificate.source == .pem(certificateFile: "c.pem", privateKeyFile: "k.pem"))
+        guard case .certificate(let bundle) = try APNsCredentials(.pkcs12(certificateFile: "c.p12", password: "pw")) else {
+            Issue.record("certificate auth expected")
+            return
+        }
+        #expect(bundle.source == .pkcs12(file: "c.p12", password: "pw"))
+    }
+
+    @Test func pausesExtendAndExpire() {
+        let pauses = AppPauses()
+        #expect(pauses.remaining("a", now: 0) == nil)
+        #expect(pauses.pause("a", for: .seconds(10), now: 1_000), "a new pause")
+        #expect(!pauses.pause("a", for: .seconds(2), now: 2_000), "already paused; never shortened")
+        #expect(pauses.remaining("a", now: 6_000) == .seconds(5))
+        #expect(pauses.pausedApps(now: 6_000) == ["a"])
+        #expect(pauses.remaining("b", now: 6_000) == nil)
+        #expect(pauses.remaining("a", now: 11_000) == nil)
+        #expect(pauses.pausedApps(now: 11_000).isEmpty)
+    }
+}
