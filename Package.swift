@@ -189,7 +189,7 @@ let package = Package(
         .executableTarget(name: "push-send", dependencies: serviceDependencies + ["PushSend"], swiftSettings: swiftSettings),
         .executableTarget(name: "push-feedback", dependencies: serviceDependencies, swiftSettings: swiftSettings),
         .executableTarget(name: "apns-sandbox", dependencies: serviceDependencies + ["APNsSandbox"], swiftSettings: swiftSettings),
-        .executableTarget(name: "pushctl", dependencies: serviceDependencies, swiftSettings: swiftSettings),
+        .executableTarget(name: "pushctl", dependencies: serviceDependencies + ["APNs"], swiftSettings: swiftSettings),
 
         // MARK: Benchmarks: executables that print figures (not timed tests)
         .executableTarget(name: "foundation-bench", dependencies: serviceDependencies, swiftSettings: swiftSettings),
@@ -263,6 +263,11 @@ let package = Package(
         .testTarget(
             name: "APNsTests",
             dependencies: ["APNs", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "APNsClientTests",
+            dependencies: ["APNs", "TestSupport", .product(name: "Crypto", package: "swift-crypto"), .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
         .testTarget(

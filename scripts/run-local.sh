@@ -140,11 +140,25 @@ bash "$SCRIPTS/rabbitmq.sh" start --name dev --port "$AMQP_PORT" || exit 1
 export PUSH_AMQP_URL="amqp://guest:guest@127.0.0.1:$AMQP_PORT/%2f"
 export PUSH_REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0"
 
+# --- the development signing key the default apps file names (never committed) -------------
+DEV_KEY="$PUSH_ROOT/config/keys/AuthKey_DEVKEY0001.p8"
+if [[ ${PUSH_APPS_FILE:-config/apps.json} == config/apps.json && ! -s $DEV_KEY ]]; then
+    mkdir -p "$(dirname "$DEV_KEY")"
+    openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$DEV_KEY" 2>/dev/null || exit 1
+    log "made the development signing key $DEV_KEY"
+fi
+SANDBOX_KEYS=()
+if [[ -s $DEV_KEY ]]; then
+    # apns-sandbox verifies the development key's tokens as APNs would.
+    openssl pkey -in "$DEV_KEY" -pubout -out "$PUSH_LOCAL_DIR/AuthKey_DEVKEY0001.pub.pem" 2>/dev/null \
+        && SANDBOX_KEYS=(--public-key "DEVKEY0001=$PUSH_LOCAL_DIR/AuthKey_DEVKEY0001.pub.pem")
+fi
+
 # --- apns-sandbox first: the services trust the CA it writes ---------------------------------
 if [[ -x $BIN_DIR/apns-sandbox ]]; then
     rm -f "$CA_FILE"
     launch apns-sandbox "$BIN_DIR/apns-sandbox" --port "$SANDBOX_PORT" --admin-port "$SANDBOX_ADMIN_PORT" \
-        --ca-out "$CA_FILE"
+        --ca-out "$CA_FILE" "${SANDBOX_KEYS[@]}"
     SANDBOX_PID=$LAUNCHED_PID
     deadline=$(($(now_ms) + 30000))
     while [[ ! -s $CA_FILE ]]; do
