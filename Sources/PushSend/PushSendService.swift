@@ -25,12 +25,12 @@ public struct PushSendService: Sendable {
         apps: AppsFile,
         amqp: AMQPConnection,
         redis: any RedisCommandExecutor,
-        clientFactory: @escaping APNsClientPool.Factory,
+        clientFactory: APNsClientPool.Factory? = nil,
         keyPrefix: String = "push",
         logger: Logger
     ) {
         let queues = PushQueues(prefix: send.queuePrefix)
-        pool = APNsClientPool(factory: clientFactory)
+        pool = APNsClientPool(factory: clientFactory ?? APNsClientPool.live(configuration: configuration, send: send, logger: logger))
         pauses = AppPauses()
         processor = SendBatchProcessor(
             amqp: amqp,

@@ -1,4 +1,6 @@
 import ArgumentParser
+import PushCore
+import PushSend
 import PushServiceKit
 
 @main
@@ -7,14 +9,31 @@ struct PushSendCommand: AsyncParsableCommand {
         commandName: "push-send",
         abstract: "Sends batches from push.send to APNs over HTTP/2, with retries and rate limits, and reports every outcome.",
         discussion: """
-            Connects to RabbitMQ (declaring the push topology) and Redis, and serves /healthz, /readyz and /metrics on PUSH_HTTP_PORT (default 9102). SIGTERM or SIGINT drains in-flight work and exits 0.
+            Consumes push.send (send batches from push-render) and sends every token over HTTP/2 to APNs (PUSH_APNS_ENDPOINT overrides the apps' endpoints, e.g. apns-sandbox). Delivered notifications are counted into one delivered event per batch on push.events; invalid tokens go to push.feedback; 429/500/503 and lost connections are retried through push.send's delayed-retry tiers; permanent refusals go to push.dead. Rate limits and dedupe marks live in Redis. Serves /healthz, /readyz and /metrics on PUSH_HTTP_PORT (default 9102). SIGTERM or SIGINT stops consuming, lets in-flight batches finish (PUSH_SEND_DRAIN_TIMEOUT_S), returns the rest to the queue and exits 0.
 
             \(PushConfiguration.environmentHelp)
+            \(SendConfiguration.environmentHelp)
             """
     )
 
     func run() async throws {
-        let runtime = try await PushServiceRuntime.bootstrap(name: "push-send", defaultHTTPPort: 9102)
-        try await runtime.run(services: [])
+        let reader = try await PushConfigurationReader.load()
+        let send = try SendConfiguration(reader: reader)
+        let runtime = try await PushServiceRuntime.bootstrap(
+            name: "push-send",
+            defaultHTTPPort: PushConfiguration.DefaultHTTPPort.send,
+            queues: PushQueues(prefix: send.queuePrefix)
+        )
+        reader.warnAboutUnknownKeys(known: PushConfiguration.keys.union(SendConfiguration.keys), logger: runtime.logger)
+        let apps = try runtime.configuration.loadAppsFile(requireCredentialFiles: true)
+        let service = PushSendService(
+            configuration: runtime.configuration,
+            send: send,
+            apps: apps,
+            amqp: runtime.amqp,
+            redis: runtime.redis,
+            logger: runtime.logger
+        )
+        try await runtime.run(services: service.services)
     }
 }

@@ -1,0 +1,26 @@
+public import APNs
+public import Logging
+import PushCore
+public import PushServiceKit
+
+extension APNsClient: NotificationSending {}
+
+extension APNsClientPool {
+    /// Makes real ``APNs/APNsClient``s: the app's credentials, its environment's endpoint (or
+    /// `PUSH_APNS_ENDPOINT`), `PUSH_APNS_CA_FILE`, and push-send's connection count and timeout.
+    public static func live(configuration: PushConfiguration, send: SendConfiguration, logger: Logger) -> Factory {
+        { app, environment in
+            var logger = logger
+            logger[metadataKey: "push.app"] = "\(app.bundleID)"
+            logger[metadataKey: "push.environment"] = "\(environment.rawValue)"
+            let clientConfiguration = try APNsClientConfiguration.forApp(
+                app,
+                environment: environment,
+                endpointOverride: configuration.apnsEndpoint,
+                caFile: configuration.apnsCAFile,
+                send: send
+            )
+            return try APNsClient(configuration: clientConfiguration, logger: logger)
+        }
+    }
+}

@@ -1,0 +1,94 @@
+import AMQP
+import Foundation
+import PushCore
+import PushSend
+import Testing
+import TestSupport
+
+/// push-send under trouble, with 20,000 tokens each: apns-sandbox faults (10% 503, 5% 429, GOAWAY
+/// every 1,000 streams), and `kill -9` of the built executable in the middle of a run.
+@Suite("push-send under faults and kill -9", .serialized, .timeLimit(.minutes(5)))
+struct SendResilienceTests {
+    static let tokenCount = 20_000
+    static let batchSize = 500
+
+    static func batches(_ fixture: SendServiceFixture, tokens: [String]) -> [SendBatch] {
+        let requestID = UUID().uuidString
+        return stride(from: 0, to: tokens.count, by: batchSize).map { start in
+            fixture.batch(Array(tokens[start..<min(start + batchSize, tokens.count)]), requestID: requestID, sequence: start / batchSize)
+        }
+    }
+
+    @Test func sandboxFaultsLoseNothing() async throws {
+        try await withSendService("faults", send: SendConfiguration(prefetch: 20, drainTimeout: .seconds(5))) { fixture in
+            try await fixture.setFault(#"{"status": 503, "rate": 0.1}"#)
+            try await fixture.setFault(#"{"status": 429, "rate": 0.05}"#)
+            try await fixture.setFault(#"{"goaway_every": 1000}"#)
+            let tokens = SendServiceFixture.tokens(Self.tokenCount)
+            try await fixture.publish(Self.batches(fixture, tokens: tokens))
+            try await fixture.run { _ in
+                try await eventuallyInSendTest("every token delivered", timeout: .seconds(180)) {
+                    try await fixture.acceptedCount() >= Self.tokenCount
+                }
+            }
+            let counts = try await fixture.deliveriesByToken()
+            #expect(counts.count == Self.tokenCount, "every token delivered")
+            #expect(Set(counts.keys) == Set(tokens))
+            let stats = try await fixture.stats()
+            let byStatus = stats["by_status"] as? [String: Any] ?? [:]
+            #expect((number(byStatus["503"]) ?? 0) > 1000 && (number(byStatus["429"]) ?? 0) > 500, "the faults happened: \(stats)")
+            #expect((number(stats["goaways"]) ?? 0) >= 10, "\(stats)")
+            let duplicates = (number(stats["delivered"]) ?? 0) - Self.tokenCount
+            #expect(duplicates <= Self.tokenCount / 1000, "duplicates: \(duplicates)")
+            #expect(try await fixture.messages(in: fixture.names.dead) == 0)
+            #expect(try await fixture.messages(in: fixture.names.send.name) == 0)
+        }
+    }
+
+    @Test func killDashNineMidRunThenRestartDeliversEverythingWithFewDuplicates() async throws {
+        let executable = TestServers.productsDirectory.appendingPathComponent("push-send").path
+        guard FileManager.default.isExecutableFile(atPath: executable) else {
+            throw SendTestFailure("\(executable) is not built (swift test builds every product)")
+        }
+        try await withSendService("kill") { fixture in
+            let appsFile = fixture.directory.appendingPathComponent("apps.json").path
+            let keyFile = fixture.directory.appendingPathComponent("AuthKey.p8").path
+            try #"{"apps": {"\#(fixture.app)": {"apns": {"key_file": "\#(keyFile)", "key_id": "ABC123DEFG", "team_id": "DEF123GHIJ"}, "rate_limits": {"per_device_per_hour": 1000, "per_app_per_second": 1000000}}}}"#
+                .write(toFile: appsFile, atomically: true, encoding: .utf8)
+            let tokens = SendServiceFixture.tokens(Self.tokenCount)
+            try await fixture.publish(Self.batches(fixture, tokens: tokens))
+            let environment = [
+                "PUSH_AMQP_URL": TestServers.amqpURL, "PUSH_REDIS_URL": TestServers.redisURL, "PUSH_APPS_FILE": appsFile,
+                "PUSH_APNS_ENDPOINT": fixture.sandbox.endpointURL, "PUSH_APNS_CA_FILE": fixture.sandbox.caFile,
+                "PUSH_SEND_QUEUE_PREFIX": fixture.names.prefix, "PUSH_HTTP_HOST": "127.0.0.1", "PUSH_LOG_LEVEL": "warning",
+            ]
+
+            let first = try ChildProcess([executable], environment: environment.merging(["PUSH_HTTP_PORT": String(TestServers.freePort())]) { $1 })
+            try await eventuallyInSendTest("a third of the tokens are delivered", timeout: .seconds(60)) {
+                if let status = first.status { throw SendTestFailure("push-send exited with \(status):\n\(first.output)") }
+                return try await fixture.acceptedCount() >= Self.tokenCount / 3
+            }
+            first.signal(SIGKILL)
+            #expect(await first.waitForExit(timeout: .seconds(10)) == 128 + SIGKILL)
+            let atKill = try await fixture.acceptedCount()
+            #expect(atKill < Self.tokenCount, "killed in the middle: \(atKill) delivered")
+
+            let second = try ChildProcess([executable], environment: environment.merging(["PUSH_HTTP_PORT": String(TestServers.freePort())]) { $1 })
+            try await eventuallyInSendTest("every token delivered after the restart", timeout: .seconds(120)) {
+                if let status = second.status { throw SendTestFailure("push-send exited with \(status):\n\(second.output)") }
+                return try await fixture.deliveriesByToken().count == Self.tokenCount
+            }
+            try await eventuallyInSendTest("push.send is empty") {
+                try await fixture.messages(in: fixture.names.send.name) == 0
+            }
+            second.signal(SIGTERM)
+            #expect(await second.waitForExit(timeout: .seconds(40)) == 0, "\(second.output)")
+
+            let delivered = try await fixture.acceptedCount()
+            let duplicates = delivered - Self.tokenCount
+            print("kill -9 at \(atKill) of \(Self.tokenCount) accepted; after the restart \(delivered) accepted: \(duplicates) duplicates")
+            #expect(duplicates <= Self.tokenCount / 1000, "duplicates: \(duplicates) (at most 0.1%)")
+            #expect(try await fixture.messages(in: fixture.names.dead) == 0)
+        }
+    }
+}

@@ -1,0 +1,265 @@
+import AMQP
+import Foundation
+import PushCore
+import PushSend
+import Testing
+import TestSupport
+
+/// push-send end to end: real RabbitMQ and Redis (`make test`'s), a private `apns-sandbox`, the real
+/// APNs client. Each outcome path, retry tiers, expiration, rate limits and credential pauses.
+@Suite("push-send against RabbitMQ, Redis and apns-sandbox", .serialized, .timeLimit(.minutes(3)))
+struct SendServiceTests {
+    @Test func aBatchIsDeliveredReportedOnceAndRememberedAgainstRedelivery() async throws {
+        try await withSendService("delivered") { fixture in
+            let tokens = SendServiceFixture.tokens(50)
+            let batch = fixture.batch(tokens)
+            try await fixture.run { _ in
+                try await fixture.publish(batch)
+                let events = try await fixture.events(1)
+                #expect(events.map(\.routingKey) == ["delivered"])
+                #expect(events.first?.count == 50 && events.first?.batchID == batch.batchID && events.first?.requestID == batch.requestID)
+                #expect(Set(try await fixture.deliveriesByToken().keys) == Set(tokens))
+
+                // The same batch again, as after a crash before its ack: nothing is sent twice.
+                try await fixture.publish(batch)
+                let again = try await fixture.events(1)
+                #expect(again.first?.count == 50, "reported delivered (earlier)")
+                #expect(try await fixture.acceptedCount() == 50)
+            }
+            #expect(try await fixture.messages(in: fixture.names.send.name) == 0)
+            #expect(try await fixture.messages(in: fixture.names.dead) == 0)
+            let delivery = try #require(try await fixture.sandbox.admin("GET", "/deliveries?token=\(tokens[0])").json?["deliveries"] as? [[String: Any]]).first
+            let headers = delivery?["headers"] as? [String: Any]
+            #expect(headers?["apns-topic"] as? String == fixture.app)
+            #expect(headers?["apns-push-type"] as? String == "alert")
+            #expect(headers?["apns-priority"] as? String == "10")
+        }
+    }
+
+    @Test func invalidTokensGoToFeedbackAndEventsAndPermanentFailuresToTheDeadQueue() async throws {
+        try await withSendService("invalid") { fixture in
+            let tokens = SendServiceFixture.tokens(5)
+            try await fixture.setToken(tokens[0], #"{"state": "unregistered", "timestamp": 1767000000123}"#)
+            try await fixture.setToken(tokens[1], #"{"state": "bad"}"#)
+            // Two dead tokens and a good one; and a payload that is not a JSON object, which the
+            // sandbox refuses (400 PayloadEmpty) whatever the token.
+            let mixed = fixture.batch([tokens[0], tokens[1], tokens[3]])
+            let broken = fixture.batch([tokens[2], tokens[4]], payload: "[1]")
+            try await fixture.run { _ in
+                try await fixture.publish(mixed)
+                try await fixture.publish(broken)
+                let feedback = try await fixture.receive(from: fixture.names.feedback.name, count: 2).map {
+                    try JSONDecoder().decode(FeedbackEvent.self, from: Data($0.body))
+                }
+                let byToken = Dictionary(uniqueKeysWithValues: feedback.map { ($0.token, $0) })
+                #expect(byToken[tokens[0]]?.reason == "Unregistered")
+                #expect(byToken[tokens[0]]?.timestamp == 1_767_000_000_123)
+                #expect(byToken[tokens[1]]?.reason == "BadDeviceToken")
+                #expect(byToken[tokens[1]]?.timestamp == nil)
+                #expect(byToken.values.allSatisfy { $0.app == fixture.app && $0.reportedAt > 1_767_000_000_000 })
+
+                let dead = try await fixture.receive(from: fixture.names.dead, count: 1)
+                let deadBatch = try JSONDecoder().decode(SendBatch.self, from: Data(dead[0].body))
+                #expect(deadBatch.tokens == [tokens[2], tokens[4]], "the tokens that failed for good")
+                #expect(deadBatch.requestID == broken.requestID && deadBatch.payload == "[1]")
+                let reason = dead[0].properties.headers[PushQueues.errorHeader]?.stringValue ?? ""
+                #expect(reason.hasPrefix("PayloadEmpty: "), "\(reason)")
+
+                let events = try await fixture.events(4)
+                #expect(Set(events.map(\.routingKey)) == ["delivered", "failed.Unregistered", "failed.BadDeviceToken", "failed.PayloadEmpty"])
+                #expect(events.first { $0.routingKey == "failed.PayloadEmpty" }?.tokens == [tokens[2], tokens[4]])
+                #expect(events.first { $0.routingKey == "failed.Unregistered" }?.tokens == [tokens[0]])
+                #expect(events.first { $0.routingKey == "delivered" }?.count == 1)
+            }
+            #expect(try await fixture.messages(in: fixture.names.send.name) == 0)
+        }
+    }
+
+    @Test func retryableFailuresGoThroughGrowingTiersUntilAttemptsRunOut() async throws {
+        try await withSendService("retries", send: SendConfiguration(prefetch: 10, maxAttempts: 3, drainTimeout: .seconds(5))) { fixture in
+            try await fixture.setFault(#"{"status": 503, "rate": 1.0}"#)
+            let tokens = SendServiceFixture.tokens(2)
+            try await fixture.run { _ in
+                let published = ContinuousClock.now
+                try await fixture.publish(fixture.batch(tokens))
+                // Try 1 → the 1 s tier → try 2 → the 5 s tier → try 3 → given up.
+                let dead = try await fixture.receive(from: fixture.names.dead, count: 1, timeout: .seconds(40))
+                let elapsed = ContinuousClock.now - published
+                #expect(elapsed >= .seconds(6), "the tiers' delays were honoured: \(elapsed)")
+                let deadBatch = try JSONDecoder().decode(SendBatch.self, from: Data(dead[0].body))
+                #expect(Set(deadBatch.tokens) == Set(tokens) && deadBatch.attempt == 2)
+                #expect(dead[0].properties.headers[PushQueues.errorHeader]?.stringValue?.hasPrefix("ServiceUnavailable: gave up after 3 attempts") == true)
+                let stats = try await fixture.stats()
+                #expect(number((stats["by_status"] as? [String: Any])?["503"]) == 6, "three tries of two tokens: \(stats)")
+                let events = try await fixture.events(1)
+                #expect(events.first?.routingKey == "failed.ServiceUnavailable" && events.first?.count == 2)
+            }
+        }
+    }
+
+    @Test func retriesDeliverOnceTheFaultClears() async throws {
+        try await withSendService("recover") { fixture in
+            try await fixture.setFault(#"{"status": 429, "rate": 1.0}"#)
+            let tokens = SendServiceFixture.tokens(20)
+            try await fixture.run { _ in
+                try await fixture.publish(fixture.batch(tokens))
+                try await eventuallyInSendTest("the first try is refused") {
+                    number((try await fixture.stats()["by_status"] as? [String: Any])?["429"]) == 20
+                }
+                _ = try await fixture.sandbox.admin("DELETE", "/faults")
+                _ = try await fixture.events(untilDelivered: 20, timeout: .seconds(20))
+                #expect(try await fixture.deliveriesByToken().count == 20)
+            }
+        }
+    }
+
+    @Test func expirationIsHonouredBeforeSendingAndWhenRetrying() async throws {
+        try await withSendService("expiration") { fixture in
+            let now = Int64(Date().timeIntervalSince1970)
+            let stale = fixture.batch(SendServiceFixture.tokens(3), expiration: now - 10)
+            let tryOnce = fixture.batch(SendServiceFixture.tokens(2), expiration: 0)
+            let soon = fixture.batch(SendServiceFixture.tokens(2), expiration: now + 4)
+            try await fixture.setFault(#"{"status": 503, "rate": 1.0}"#)
+            try await fixture.run { _ in
+                try await fixture.publish([stale, tryOnce, soon])
+                // stale: never sent; tryOnce: one try; soon: a try, a retry after 1 s, and then the
+                // 5 s tier would outlive the expiration.
+                var expired: [String: Int] = [:]
+                for event in try await fixture.events(3) where event.routingKey == "failed.Expired" {
+                    expired[event.requestID ?? "", default: 0] += event.count ?? 0
+                }
+                #expect(expired == [stale.requestID: 3, tryOnce.requestID: 2, soon.requestID: 2])
+                let stats = try await fixture.stats()
+                #expect(number((stats["by_status"] as? [String: Any])?["503"]) == 2 + 4, "\(stats)")
+            }
+            #expect(try await fixture.messages(in: fixture.names.dead) == 0)
+            for tier in fixture.names.send.retryQueues.map(\.name) {
+                #expect(try await fixture.messages(in: tier) == 0, "\(tier)")
+            }
+        }
+    }
+
+    @Test func anAppRateLimitDefersThenDelivers() async throws {
+        try await withSendService("ratelimit", rateLimits: .init(perDevicePerHour: 100, perAppPerSecond: 100)) { fixture in
+            let tokens = SendServiceFixture.tokens(300)
+            try await fixture.run { _ in
+                let published = ContinuousClock.now
+                try await fixture.publish(fixture.batch(tokens))
+                let events = try await fixture.events(untilDelivered: 300, timeout: .seconds(60))
+                #expect(events.allSatisfy { $0.event == "delivered" }, "\(events.map(\.routingKey))")
+                #expect(events.count >= 2, "deferred tokens came back in later batches")
+                #expect(ContinuousClock.now - published >= .seconds(1), "deferred through a tier")
+                let counts = try await fixture.deliveriesByToken()
+                #expect(counts.count == 300 && counts.values.allSatisfy { $0 == 1 })
+            }
+            #expect(try await fixture.messages(in: fixture.names.dead) == 0)
+        }
+    }
+
+    @Test func aDeviceLimitDefersToALongTierOrDropsLowPriorityWhenTheAppSaysSo() async throws {
+        let dropping = TestServers.uniqueName("com.test.send-drop")
+        try await withSendService(
+            "devicelimit",
+            rateLimits: .init(perDevicePerHour: 1, perAppPerSecond: 1000),
+            extraApps: { directory in
+                [
+                    AppConfiguration(
+                        bundleID: dropping,
+                        apns: .token(.init(keyFile: try SendTestKeys.write(in: directory), keyID: "ABC123DEFG", teamID: "DEF123GHIJ")),
+                        rateLimits: .init(perDevicePerHour: 1, perAppPerSecond: 1000, dropLowPriority: true)
+                    )
+                ]
+            }
+        ) { fixture in
+            let token = SandboxProcess.randomToken()
+            try await fixture.run { _ in
+                try await fixture.publish(fixture.batch([token], priority: 5))
+                try await fixture.publish(fixture.batch([token], app: dropping, priority: 1))
+                _ = try await fixture.events(untilDelivered: 2)
+                // A second notification for the same device within the hour.
+                try await fixture.publish(fixture.batch([token], priority: 5))
+                try await fixture.publish(fixture.batch([token], app: dropping, priority: 1))
+                let events = try await fixture.events(1)
+                #expect(events.first?.routingKey == "failed.RateLimited" && events.first?.app == dropping)
+                let longest = fixture.names.send.retryQueue(tier: fixture.names.send.retryTiers.count - 1)
+                try await eventuallyInSendTest("the deferred notification waits in \(longest)") {
+                    try await fixture.messages(in: longest) == 1
+                }
+                let deferred = try await fixture.receive(from: longest, count: 1)
+                let batch = try JSONDecoder().decode(SendBatch.self, from: Data(deferred[0].body))
+                #expect(batch.tokens == [token] && batch.attempt == 0 && batch.app == fixture.app)
+                #expect(deferred[0].properties.headers[SendBatchPlan.deferralsHeader]?.intValue == 1)
+            }
+            #expect(try await fixture.deliveriesByToken().count == 1)
+            #expect(try await fixture.deliveriesByToken(app: dropping).count == 1)
+        }
+    }
+
+    @Test func refusedCredentialsPauseOnlyThatAppAndKeepItsBatches() async throws {
+        let refused = TestServers.uniqueName("com.test.send-refused")
+        try await withSendService(
+            "credentials",
+            send: SendConfiguration(prefetch: 20, drainTimeout: .seconds(5), credentialPause: .seconds(30)),
+            // The sandbox verifies key id ABC123DEFG against the main key; the refused app signs with another.
+            sandboxArguments: { _ in ["--public-key", "ABC123DEFG=\(SendTestKeys.publicKeyPEM)"] },
+            extraApps: { directory in
+                [
+                    AppConfiguration(
+                        bundleID: refused,
+                        apns: .token(.init(keyFile: try SendTestKeys.write(SendTestKeys.otherP8, name: "Other.p8", in: directory), keyID: "ABC123DEFG", teamID: "DEF123GHIJ"))
+                    )
+                ]
+            }
+        ) { fixture in
+            let tokens = SendServiceFixture.tokens(10)
+            try await fixture.run { _ in
+                try await fixture.publish(fixture.batch(Array(tokens[0..<5]), app: refused))
+                // 30 s pause → the batch waits in the 30 s tier.
+                let tier = fixture.names.send.retryQueue(tier: 2)
+                try await eventuallyInSendTest("the refused app's batch waits in \(tier)") {
+                    try await fixture.messages(in: tier) == 1
+                }
+                // While it is paused its new batches are not even tried, and the other app flows.
+                let before = try await fixture.stats()["requests"]
+                try await fixture.publish(fixture.batch(Array(tokens[5..<10]), app: refused))
+                try await fixture.publish(fixture.batch(Array(tokens[0..<5])))
+                _ = try await fixture.events(untilDelivered: 5)
+                try await eventuallyInSendTest("both refused batches wait") {
+                    try await fixture.messages(in: tier) == 2
+                }
+                #expect(number(try await fixture.stats()["requests"]) == number(before).map { $0 + 5 }, "only the good app's 5 were sent")
+                let waiting = try await fixture.receive(from: tier, count: 2)
+                let held = try waiting.flatMap { try JSONDecoder().decode(SendBatch.self, from: Data($0.body)).tokens }
+                #expect(Set(held) == Set(tokens), "nothing of the paused app is lost")
+            }
+            #expect(try await fixture.deliveriesByToken(app: refused).isEmpty)
+            #expect(try await fixture.messages(in: fixture.names.dead) == 0)
+        }
+    }
+
+    @Test func gracefulShutdownReturnsUnfinishedBatchesAndLosesNothing() async throws {
+        try await withSendService("drain", send: SendConfiguration(prefetch: 4, drainTimeout: .seconds(1))) { fixture in
+            // Slow answers: 2 s each, so batches are still in flight at shutdown and the 1 s drain ends first.
+            try await fixture.setFault(#"{"delay_ms": 2000}"#)
+            let tokens = SendServiceFixture.tokens(400)
+            try await fixture.publish(stride(from: 0, to: 400, by: 50).map { fixture.batch(Array(tokens[$0..<$0 + 50]), sequence: $0) })
+            try await fixture.run { _ in
+                try await eventuallyInSendTest("requests reach the sandbox") {
+                    number(try await fixture.stats()["requests"]) ?? 0 > 0
+                }
+            }
+            try await eventuallyInSendTest("the unfinished batches are back in \(fixture.names.send.name)") {
+                try await fixture.messages(in: fixture.names.send.name) == 8
+            }
+            // Run again without the delay: everything is delivered, what was accepted before is not sent again.
+            _ = try await fixture.sandbox.admin("DELETE", "/faults")
+            try await fixture.run { _ in
+                try await eventuallyInSendTest("every token delivered", timeout: .seconds(60)) {
+                    try await fixture.deliveriesByToken().count == 400
+                }
+            }
+            let accepted = try await fixture.acceptedCount()
+            #expect(accepted - 400 <= 200, "at most the four batches in flight at shutdown could repeat: \(accepted)")
+        }
+    }
+}
