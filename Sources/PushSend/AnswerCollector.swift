@@ -49,6 +49,9 @@ final class AnswerCollector: Sendable {
         }
     }
 
+    /// Whether the batch stopped waiting (its remaining notifications must not be sent).
+    var isAbandoned: Bool { state.withLock { $0.wasAbandoned } }
+
     /// Stops waiting: ``wait()`` returns now with what arrived.
     func abandon() {
         let resume = state.withLock { state -> (CheckedContinuation<[TokenOutcome?], Never>, [TokenOutcome?])? in

@@ -24,6 +24,7 @@ public struct SendBatchProcessor: Sendable {
     let clients: APNsClientPool
     let ledger: DeliveryLedger
     let marker: AcceptanceMarker
+    let window: SendWindow
     let rateLimits: SendRateLimits?
     let pauses: AppPauses
     let queues: PushQueues
@@ -55,6 +56,7 @@ public struct SendBatchProcessor: Sendable {
         self.clients = clients
         self.ledger = ledger
         self.marker = AcceptanceMarker(ledger: ledger, logger: logger)
+        self.window = SendWindow(size: configuration.maxInFlight)
         self.rateLimits = rateLimits
         self.pauses = pauses
         self.queues = queues
@@ -221,6 +223,7 @@ public struct SendBatchProcessor: Sendable {
         let timeout = configuration.requestTimeout
         let metrics = self.metrics
         let marker = self.marker
+        let window = self.window
         let ledger = self.ledger
         let requestID = decoded.batch.requestID
         metrics.inFlight(tokens.count)
@@ -230,6 +233,14 @@ public struct SendBatchProcessor: Sendable {
             await withTaskGroup(of: Void.self) { group in
                 for (index, token) in tokens.enumerated() {
                     group.addTask {
+                        await window.acquire()
+                        // A batch that stopped waiting (shutdown) has gone back to the queue: what it
+                        // has not sent yet stays unsent.
+                        guard !collector.isAbandoned else {
+                            window.release()
+                            metrics.inFlight(-1)
+                            return
+                        }
                         let notification = decoded.notification(token: token)
                         let started = ContinuousClock.now
                         let outcome: TokenOutcome
@@ -240,7 +251,12 @@ public struct SendBatchProcessor: Sendable {
                         } catch {
                             outcome = TokenOutcome(error: error)
                         }
-                        if outcome == .delivered { marker.mark(ledger.key(app: app, requestID: requestID, token: token)) }
+                        if outcome == .delivered {
+                            // The place in the window is freed once the dedupe mark is in Redis.
+                            let mark = marker.mark(ledger.key(app: app, requestID: requestID, token: token))
+                            await marker.waitUntilWritten(through: mark)
+                        }
+                        window.release()
                         if outcome != .unfinished { metrics.sent.increment() }
                         metrics.inFlight(-1)
                         collector.record(index, outcome)

@@ -8,6 +8,7 @@ public import PushServiceKit
 /// | key | property | default | accepted values |
 /// |---|---|---|---|
 /// | `PUSH_SEND_PREFETCH` | ``prefetch`` | `40` | send batches in flight at once (1–1000); × batch size = notifications in flight |
+/// | `PUSH_SEND_MAX_IN_FLIGHT` | ``maxInFlight`` | `2000` | notifications sent to APNs and not yet settled (answer classified, dedupe mark written), at most (1–100000); a `kill -9` repeats at most this many |
 /// | `PUSH_SEND_MAX_ATTEMPTS` | ``maxAttempts`` | `8` | tries of one notification that keeps meeting 429/500/503/connection loss (1–100) |
 /// | `PUSH_SEND_MAX_DEFERRALS` | ``maxDeferrals`` | `100` | times one notification may be deferred by rate limits or a paused app before it is dead-lettered (1–10000) |
 /// | `PUSH_SEND_CONNECTIONS` | ``connections`` | `2` | HTTP/2 connections per app and environment (1–64) |
@@ -21,6 +22,7 @@ public import PushServiceKit
 /// A bad value throws a ``PushServiceKit/ConfigurationError`` naming the key.
 public struct SendConfiguration: Sendable, Hashable {
     public var prefetch: Int
+    public var maxInFlight: Int
     public var maxAttempts: Int
     public var maxDeferrals: Int
     public var connections: Int
@@ -33,6 +35,7 @@ public struct SendConfiguration: Sendable, Hashable {
 
     public init(
         prefetch: Int = 40,
+        maxInFlight: Int = 2000,
         maxAttempts: Int = 8,
         maxDeferrals: Int = 100,
         connections: Int = 2,
@@ -44,6 +47,7 @@ public struct SendConfiguration: Sendable, Hashable {
         queuePrefix: String = "push"
     ) {
         self.prefetch = prefetch
+        self.maxInFlight = maxInFlight
         self.maxAttempts = maxAttempts
         self.maxDeferrals = maxDeferrals
         self.connections = connections
@@ -57,7 +61,7 @@ public struct SendConfiguration: Sendable, Hashable {
 
     /// Every key this type reads.
     public static let keys: Set<String> = [
-        "PUSH_SEND_PREFETCH", "PUSH_SEND_MAX_ATTEMPTS", "PUSH_SEND_MAX_DEFERRALS", "PUSH_SEND_CONNECTIONS",
+        "PUSH_SEND_PREFETCH", "PUSH_SEND_MAX_IN_FLIGHT", "PUSH_SEND_MAX_ATTEMPTS", "PUSH_SEND_MAX_DEFERRALS", "PUSH_SEND_CONNECTIONS",
         "PUSH_SEND_REQUEST_TIMEOUT_S", "PUSH_SEND_DRAIN_TIMEOUT_S", "PUSH_SEND_DEDUPE_TTL_S",
         "PUSH_SEND_CREDENTIAL_PAUSE_S", "PUSH_SEND_RATE_LIMITS", "PUSH_SEND_QUEUE_PREFIX",
     ]
@@ -66,6 +70,7 @@ public struct SendConfiguration: Sendable, Hashable {
     public init(reader: PushConfigurationReader, defaults: SendConfiguration = SendConfiguration()) throws(ConfigurationError) {
         var configuration = defaults
         configuration.prefetch = try reader.int("PUSH_SEND_PREFETCH", default: defaults.prefetch, in: 1...1000)
+        configuration.maxInFlight = try reader.int("PUSH_SEND_MAX_IN_FLIGHT", default: defaults.maxInFlight, in: 1...100_000)
         configuration.maxAttempts = try reader.int("PUSH_SEND_MAX_ATTEMPTS", default: defaults.maxAttempts, in: 1...100)
         configuration.maxDeferrals = try reader.int("PUSH_SEND_MAX_DEFERRALS", default: defaults.maxDeferrals, in: 1...10_000)
         configuration.connections = try reader.int("PUSH_SEND_CONNECTIONS", default: defaults.connections, in: 1...64)
@@ -89,6 +94,7 @@ public struct SendConfiguration: Sendable, Hashable {
     public static let environmentHelp = """
         push-send:
           PUSH_SEND_PREFETCH            send batches in flight at once (default 40)
+          PUSH_SEND_MAX_IN_FLIGHT       notifications sent and not yet settled; what a kill -9 can repeat (default 2000)
           PUSH_SEND_MAX_ATTEMPTS        tries of a notification that meets 429/500/503/connection loss (default 8)
           PUSH_SEND_MAX_DEFERRALS       rate-limit or paused-app deferrals before dead-lettering (default 100)
           PUSH_SEND_CONNECTIONS         HTTP/2 connections per app and environment (default 2)

@@ -11,7 +11,8 @@ import Synchronization
 /// - `push_send_rate_limited_total{action}`: notifications over a rate limit, `deferred` or `dropped`;
 /// - `push_send_deferred_total{reason}`: notifications republished without counting an attempt;
 /// - `push_send_duplicates_skipped_total`: notifications not sent again because APNs already accepted them;
-/// - `push_send_in_flight`: notifications waiting for APNs' answer now;
+/// - `push_send_in_flight`: notifications of the batches in progress not answered yet (waiting for a
+///   place in the send window, or for APNs);
 /// - `push_send_apns_latency_seconds`: a histogram of APNs' answer times;
 /// - `push_send_open_connections`: HTTP/2 connections open to APNs (all apps);
 /// - `push_send_batches_total{outcome}`: batches settled: `acked`, `requeued` (broker trouble or
