@@ -43,9 +43,6 @@ final class AcceptanceMarker: Sendable {
         return sequence
     }
 
-    /// The sequence number of the last mark queued so far.
-    var lastQueued: UInt64 { state.withLock { $0.queued } }
-
     /// Returns once every mark up to `sequence` is written (or its write failed).
     func waitUntilWritten(through sequence: UInt64) async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in

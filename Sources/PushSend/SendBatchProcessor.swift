@@ -204,20 +204,15 @@ public struct SendBatchProcessor: Sendable {
         }
 
         let outcomes = await sendAll(decoded, tokens: pending, client: client, app: app.bundleID)
-        var anyDelivered = false
+        // Every `delivered` here already has its dedupe mark in Redis (see sendAll).
         for (token, outcome) in zip(pending, outcomes) {
-            let outcome = outcome ?? .unfinished
-            if outcome == .delivered { anyDelivered = true }
-            report.record(token, outcome)
-        }
-        if anyDelivered {
-            // The marks were queued as the 200s came in; the batch is acked only once they are written.
-            await marker.waitUntilWritten(through: marker.lastQueued)
+            report.record(token, outcome ?? .unfinished)
         }
     }
 
-    /// Sends every token at once and waits for the answers (or for cancellation; see ``AnswerCollector``).
-    /// Each 200 queues its dedupe mark at once (``AcceptanceMarker``).
+    /// Sends every token at once, within the process-wide ``SendWindow``, and waits for the answers (or
+    /// for cancellation; see ``AnswerCollector``). A 200 counts as answered once its dedupe mark is
+    /// written (``AcceptanceMarker``), so the batch is acked only after its marks are in Redis.
     private func sendAll(_ decoded: DecodedSendBatch, tokens: [String], client: any NotificationSending, app: String) async -> [TokenOutcome?] {
         let collector = AnswerCollector(count: tokens.count)
         let timeout = configuration.requestTimeout
