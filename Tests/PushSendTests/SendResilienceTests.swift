@@ -82,7 +82,8 @@ struct SendResilienceTests {
             let atKill = try await fixture.acceptedCount()
             #expect(atKill < Self.tokenCount, "killed in the middle: \(atKill) delivered")
 
-            let second = try ChildProcess([executable], environment: environment.merging(["PUSH_HTTP_PORT": String(TestServers.freePort())]) { $1 })
+            let adminPort = TestServers.freePort()
+            let second = try ChildProcess([executable], environment: environment.merging(["PUSH_HTTP_PORT": String(adminPort)]) { $1 })
             try await eventuallyInSendTest("every token delivered after the restart", timeout: .seconds(120)) {
                 if let status = second.status { throw SendTestFailure("push-send exited with \(status):\n\(second.output)") }
                 return try await fixture.deliveriesByToken().count == Self.tokenCount
@@ -90,6 +91,13 @@ struct SendResilienceTests {
             try await eventuallyInSendTest("push.send is empty") {
                 try await fixture.messages(in: fixture.names.send.name) == 0
             }
+            let metrics = try await SandboxProcess.curl(
+                url: "http://127.0.0.1:\(adminPort)/metrics", method: "GET", headers: [], body: nil, arguments: [], directory: fixture.directory
+            )
+            for name in ["push_send_delivered_total", "push_send_notifications_sent_total", "push_send_apns_latency_seconds_bucket", "push_send_open_connections", "push_send_in_flight", "push_send_batches_total"] {
+                #expect(metrics.body.contains(name), "\(name) in /metrics")
+            }
+            #expect(metrics.body.contains("push_send_duplicates_skipped_total"), "the restart skipped what the first run had delivered")
             second.signal(SIGTERM)
             #expect(await second.waitForExit(timeout: .seconds(40)) == 0, "\(second.output)")
 
