@@ -21,6 +21,7 @@ let package = Package(
         .executable(name: "apns-sandbox", targets: ["apns-sandbox"]),
         .executable(name: "pushctl", targets: ["pushctl"]),
         .executable(name: "foundation-bench", targets: ["foundation-bench"]),
+        .executable(name: "render-bench", targets: ["render-bench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
@@ -140,6 +141,22 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // push-render: push requests → rendered payloads → send batches.
+        .target(
+            name: "PushRender",
+            dependencies: [
+                "AMQP",
+                "Redis",
+                "PushCore",
+                "PushServiceKit",
+                "TokenRegistry",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+
         // MARK: Pure core: the domain, no I/O
         .target(
             name: "PushCore",
@@ -167,7 +184,7 @@ let package = Package(
 
         // MARK: Executables: argument parsing and wiring only
         .executableTarget(name: "push-ingest", dependencies: serviceDependencies + ["PushIngest", "TokenRegistry", "RateLimiting"], swiftSettings: swiftSettings),
-        .executableTarget(name: "push-render", dependencies: serviceDependencies, swiftSettings: swiftSettings),
+        .executableTarget(name: "push-render", dependencies: serviceDependencies + ["PushRender"], swiftSettings: swiftSettings),
         .executableTarget(name: "push-send", dependencies: serviceDependencies, swiftSettings: swiftSettings),
         .executableTarget(name: "push-feedback", dependencies: serviceDependencies, swiftSettings: swiftSettings),
         .executableTarget(name: "apns-sandbox", dependencies: serviceDependencies + ["APNsSandbox"], swiftSettings: swiftSettings),
@@ -175,6 +192,12 @@ let package = Package(
 
         // MARK: Benchmarks: executables that print figures (not timed tests)
         .executableTarget(name: "foundation-bench", dependencies: serviceDependencies, swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "render-bench",
+            dependencies: serviceDependencies + ["TestSupport"],
+            path: "Benchmarks/render-bench",
+            swiftSettings: swiftSettings
+        ),
 
         // MARK: Tests
         .testTarget(name: "PushCoreTests", dependencies: ["PushCore"], swiftSettings: swiftSettings),
@@ -219,6 +242,21 @@ let package = Package(
                 "TestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "PushRenderTests",
+            dependencies: [
+                "PushRender",
+                "PushCore",
+                "PushServiceKit",
+                "TokenRegistry",
+                "AMQP",
+                "Redis",
+                "TestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
