@@ -42,3 +42,9 @@ clean-local:
 .PHONY: bench-ingest
 bench-ingest: deps-bench
 	@bash Benchmarks/ingest/run.sh
+
+# push-render fanning one {"all": true} request out over 1,000,000 registered tokens (release
+# build, private RabbitMQ and Redis, stopped afterwards). See Benchmarks/render/run.sh.
+.PHONY: bench-render
+bench-render: deps-bench
+	@bash Benchmarks/render/run.sh

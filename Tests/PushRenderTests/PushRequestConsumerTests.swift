@@ -3,6 +3,7 @@ import Foundation
 import PushCore
 @testable import PushRender
 import Redis
+import ServiceLifecycle
 import Testing
 import TestSupport
 import TokenRegistry
@@ -218,6 +219,33 @@ struct PushRequestConsumerTests {
             #expect(batches.count <= 100_000 / 500 + 8 * 11, "\(batches.count) batches")
             let german = try #require(batches.first { $0.payload.contains("eingeladen") })
             #expect(german.payload.hasPrefix(#"{"aps":{"alert":{"body":"A und B haben dich zu Monopoly eingeladen"}"#))
+        }
+    }
+
+    /// SIGTERM mid-fan-out: the consumer stops after the round in flight is confirmed, gives the
+    /// request back to the queue, and a new consumer finishes it; every token is sent exactly once.
+    @Test func gracefulShutdownMidFanOutRequeuesTheRequestAndANewConsumerFinishesIt() async throws {
+        let configuration = RenderConfiguration(batchSize: 50, roundTokens: 500)
+        try await withRenderFixture("drain", configuration: configuration) { fixture in
+            let tokens = try await fixture.registerMany(30_000, topic: "all-hands")
+            let body = #"{"id": "drain-1", "app": "\#(fixture.app)", "to": {"topic": "all-hands"}, "payload": {"aps": {"alert": "Meeting"}}}"#
+            try await fixture.run { group in
+                try await fixture.publish(body)
+                try await eventually("some batches are published") {
+                    try await fixture.amqp.queueStatus(fixture.names.send.name).messages >= 20
+                }
+                await group.triggerGracefulShutdown()
+            }
+            let progress = try await fixture.progress("drain-1")
+            if progress["state"] != "done" {
+                #expect(try await fixture.amqp.queueStatus(fixture.names.requests.name).messages == 1, "the request went back to its queue")
+                #expect(Int(progress["tokens"] ?? "") ?? 0 < 30_000)
+                try await fixture.run { _ in try await fixture.waitUntilDone("drain-1") }
+            }
+            let batches = try await fixture.drainBatches()
+            let sent = batches.flatMap(\.tokens)
+            #expect(sent.count == 30_000, "no token twice, none lost")
+            #expect(Set(sent) == Set(tokens.map(\.hex)))
         }
     }
 
