@@ -209,7 +209,7 @@ public struct PushRequestConsumer: Service {
         let tiers = queues.requests.retryTiers
         guard retries < Self.maximumRetries, !tiers.isEmpty else {
             logger.error("push request retries used up", metadata: ["push.error": "\(reason)", "push.retries": "\(retries)"])
-            metrics.request("invalid")
+            metrics.request("gave_up")
             await deadLetter(delivery, reason: "not rendered after \(retries) retries: \(reason)", logger: logger)
             return
         }

@@ -6,7 +6,7 @@ import Synchronization
 ///
 /// - `push_render_requests_total{outcome}`: requests by outcome — `rendered`, `invalid` (dead-lettered),
 ///   `duplicate` (a request id already rendered), `retried` (Redis unavailable or another instance busy
-///   with it: sent to a retry tier), `requeued` (shutdown or broker trouble mid-fan-out; resumes later);
+///   with it: sent to a retry tier), `gave_up` (dead-lettered after every retry), `requeued` (shutdown or broker trouble mid-fan-out; resumes later);
 /// - `push_render_batches_published_total`: send batches confirmed by the broker;
 /// - `push_render_tokens_targeted_total`: tokens put into send batches;
 /// - `push_render_devices_skipped_total{reason}`: devices that got nothing — `nothing_to_show` (their
