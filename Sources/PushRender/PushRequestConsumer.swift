@@ -173,6 +173,10 @@ public struct PushRequestConsumer: Service {
             switch try await fanOut.run(from: progress, owner: owner, shouldStop: { stopping.isStopped }) {
             case .finished(let totals):
                 delivery.ack()
+                let fallbackKeys = fanOut.deviceFallbackKeys
+                if !fallbackKeys.isEmpty {
+                    logger.notice("no catalog had some localisation keys; they were left to the device", metadata: ["push.loc_keys": "\(fallbackKeys)"])
+                }
                 metrics.request("rendered")
                 metrics.requestDuration.record(duration: ContinuousClock.now - started)
                 logger.info(

@@ -77,6 +77,15 @@ final class RequestFanOut {
         self.logger = logger
     }
 
+    /// Localisation keys some device kinds left to the device (no catalog along their chain had them).
+    var deviceFallbackKeys: [String] {
+        var keys: [String] = []
+        for variant in variants.variants {
+            for key in variant.notification.deviceFallbackKeys where !keys.contains(key) { keys.append(key) }
+        }
+        return keys
+    }
+
     /// One round's output: its batches as broker messages, and where the next round starts.
     struct Round: Sendable {
         var messages: [AMQPOutboundMessage] = []

@@ -1,0 +1,35 @@
+import PushCore
+@testable import PushRender
+import Testing
+
+/// The pure parts of the fan-out: resumable positions and token dedupe.
+@Suite("Fan-out parts: positions and dedupe")
+struct FanOutPartsTests {
+    @Test func positionsSurviveTheirRedisForm() {
+        for position in [TargetPosition.start, TargetPosition(part: 3, cursor: "1234567"), TargetPosition(part: 120)] {
+            #expect(TargetPosition(encoded: position.encoded) == position)
+        }
+        for bad in ["", "3", ":5", "x:0", "-1:0", "2:", "2:abc"] {
+            #expect(TargetPosition(encoded: bad) == nil, "\(bad)")
+        }
+    }
+
+    @Test func repeatsAreDroppedAcrossRoundsUpToTheCapacityAndWithinARoundBeyondIt() throws {
+        let tokens = try (0..<10).map { try DeviceToken(normalizing: String(repeating: "0", count: 63) + String($0)) }
+        var deduplicator = TokenDeduplicator(capacity: 5)
+        #expect(tokens.map { deduplicator.insert($0) } == Array(repeating: true, count: 10))
+        #expect(tokens.map { deduplicator.insert($0) } == Array(repeating: false, count: 10), "repeats within the round")
+        deduplicator.endRound()
+        #expect(tokens.prefix(5).allSatisfy { !deduplicator.insert($0) }, "kept across rounds within the capacity")
+        #expect(tokens.suffix(5).allSatisfy { deduplicator.insert($0) }, "past the capacity only within a round")
+    }
+
+    @Test func fingerprintsSpreadSimilarTokens() {
+        var seen = Set<UInt64>()
+        for index in 0..<200_000 {
+            let tail = String(index, radix: 16)
+            seen.insert(TokenDeduplicator.fingerprint("ab" + String(repeating: "0", count: 62 - tail.count) + tail))
+        }
+        #expect(seen.count == 200_000)
+    }
+}
