@@ -34,7 +34,7 @@ public enum LocalizedFormat {
             var lookahead = index
             var digits = 0
             while lookahead < scalars.count, let digit = Self.digit(scalars[lookahead]) {
-                digits = digits * 10 + digit
+                digits = min(digits * 10 + digit, Self.maximumNumber + 1)
                 lookahead += 1
             }
             if lookahead > index, lookahead < scalars.count, scalars[lookahead] == "$" {
@@ -51,17 +51,19 @@ public enum LocalizedFormat {
             }
             var width = 0
             while index < scalars.count, let digit = Self.digit(scalars[index]) {
-                width = width * 10 + digit
+                width = min(width * 10 + digit, Self.maximumNumber + 1)
                 index += 1
             }
+            guard width <= Self.maximumNumber else { throw LocalizedFormatError("a width over \(Self.maximumNumber)") }
             var precision: Int?
             if index < scalars.count, scalars[index] == "." {
                 index += 1
                 var value = 0
                 while index < scalars.count, let digit = Self.digit(scalars[index]) {
-                    value = value * 10 + digit
+                    value = min(value * 10 + digit, Self.maximumNumber + 1)
                     index += 1
                 }
+                guard value <= Self.maximumNumber else { throw LocalizedFormatError("a precision over \(Self.maximumNumber)") }
                 precision = value
             }
             while index < scalars.count, "hlqztjL".unicodeScalars.contains(scalars[index]) { index += 1 }
@@ -128,6 +130,9 @@ public enum LocalizedFormat {
         }
         return String(output)
     }
+
+    /// The largest width, precision or argument position accepted: notification texts are short.
+    static let maximumNumber = 1000
 
     private static func digit(_ scalar: Unicode.Scalar) -> Int? {
         ("0"..."9").contains(scalar) ? Int(scalar.value - 0x30) : nil

@@ -70,6 +70,33 @@ struct LocalizationTests {
         #expect(throws: LocalizedFormatError.self) { try LocalizedFormat.format("trailing %", arguments: []) }
     }
 
+    /// Decoders are fuzzed: mutated strings files and format strings never crash.
+    @Test func mutatedCatalogsAndFormatsNeverCrash() {
+        let valid = Array("/* c */\n\"K\" = \"%1$@ und %2$d \\U00e9 \\n \\101\";\n// x\nU = \"v\";\n".utf8)
+        var generator = SplitMix(seed: 7)
+        let alphabet = Array(#"/*"\=;%$@dlU0123456789.-uxf "#.utf8) + [0x0A, 0xC3, 0xA9, 0xFF, 0xFE, 0x00, 0xD8]
+        for _ in 0..<5_000 {
+            var bytes = valid
+            for _ in 0..<(1 + Int(generator.next() % 4)) {
+                let position = Int(generator.next() % UInt64(bytes.count))
+                switch generator.next() % 3 {
+                case 0: bytes[position] = alphabet[Int(generator.next() % UInt64(alphabet.count))]
+                case 1: bytes.remove(at: position)
+                default: bytes.insert(alphabet[Int(generator.next() % UInt64(alphabet.count))], at: position)
+                }
+            }
+            if let catalog = try? StringsCatalog(data: bytes, name: "fuzz.strings") {
+                for format in catalog.strings.values {
+                    _ = try? LocalizedFormat.format(format, arguments: ["a", "12"])
+                }
+            }
+            _ = try? LocalizedFormat.format(String(decoding: bytes, as: UTF8.self), arguments: ["x", "3", "4.5"])
+        }
+        #expect(throws: LocalizedFormatError.self) { try LocalizedFormat.format("%99999999999999999999999d", arguments: ["1"]) }
+        #expect(throws: LocalizedFormatError.self) { try LocalizedFormat.format("%.99999999999999999999f", arguments: ["1"]) }
+        #expect(throws: LocalizedFormatError.self) { try LocalizedFormat.format("%99999999999999999999$@", arguments: ["1"]) }
+    }
+
     @Test func fallbackChain() {
         let catalogs = LocalizationCatalogs(catalogs: [
             "en": StringsCatalog(strings: [:]), "zh": StringsCatalog(strings: [:]), "zh_Hant": StringsCatalog(strings: [:]),
