@@ -69,7 +69,8 @@ public struct RenderProgressStore: Sendable {
 
     /// Records `progress` after a confirmed round (or `done` at the end) and renews the lease.
     ///
-    /// - Returns: false when `owner` no longer holds the lease (nothing was written).
+    /// - Returns: false when `owner` no longer holds the lease or the request is already done (another
+    ///   instance finished it); nothing was written then.
     public func save(app: String, requestID: String, owner: String, progress: RenderProgress, now: Int64) async throws(RedisError) -> Bool {
         var args = [owner, String(Self.milliseconds(leaseDuration)), String(Self.milliseconds(progressTTL) / 1000), progress.isDone ? "1" : "0"]
         for (field, value) in progress.fields(now: now) {
@@ -106,10 +107,11 @@ public struct RenderProgressStore: Sendable {
     )
 
     /// `KEYS[1]` progress hash, `KEYS[2]` lease; `ARGV[1]` owner, `ARGV[2]` lease ms, `ARGV[3]` TTL s,
-    /// `ARGV[4]` done (1/0), `ARGV[5…]` field/value pairs. Returns 1, or 0 when another owner holds the
-    /// lease (an expired lease nobody took is simply ours again).
+    /// `ARGV[4]` done (1/0), `ARGV[5…]` field/value pairs. Returns 1, or 0 when the request is already
+    /// done or another owner holds the lease (an expired lease nobody took is simply ours again).
     static let saveScript = RedisScript(
         """
+        if redis.call('HGET', KEYS[1], 'state') == 'done' then return 0 end
         local holder = redis.call('GET', KEYS[2])
         if holder and holder ~= ARGV[1] then return 0 end
         local fields = {}

@@ -249,6 +249,34 @@ struct PushRequestConsumerTests {
         }
     }
 
+    /// Another instance holds the request's lease (it is rendering it): this one leaves it alone and
+    /// sends the request through the retry tier, to find it done later.
+    @Test func aRequestAnotherInstanceHoldsGoesToTheRetryTierAndIsLaterAckedAsDone() async throws {
+        try await withRenderFixture("busy") { fixture in
+            let store = RenderProgressStore(redis: fixture.redis, keyPrefix: fixture.keyPrefix, progressTTL: .seconds(600), leaseDuration: .seconds(30))
+            guard case .claimed = try await store.claim(app: fixture.app, requestID: "busy-1", owner: "other-instance") else {
+                throw RenderTestFailure("could not claim")
+            }
+            let body = #"{"id": "busy-1", "app": "\#(fixture.app)", "to": {"all": true}, "payload": {"aps": {"alert": "x"}}}"#
+            try await fixture.publish(body)
+            let consumer = fixture.consumer()
+            let delivery = try #require(try await fixture.receive(from: fixture.names.requests.name, count: 1).first)
+            await consumer.process(delivery)
+            let retried = try #require(try await fixture.receive(from: fixture.names.requests.retryQueue(tier: 0), count: 1).first)
+            #expect(retried.properties.headers[PushRequestConsumer.retriesHeader]?.intValue == 1)
+            // The other instance finishes; the retried copy is then acked without sending anything.
+            #expect(try await store.save(app: fixture.app, requestID: "busy-1", owner: "other-instance", progress: RenderProgress(isDone: true), now: 1))
+            #expect(try await store.save(app: fixture.app, requestID: "busy-1", owner: "stalled", progress: RenderProgress(), now: 2) == false,
+                "a stalled owner cannot undo done")
+            #expect(try await fixture.progress("busy-1")["state"] == "done")
+            try await fixture.amqp.publish(AMQPOutboundMessage(exchange: "", routingKey: fixture.names.requests.name, body: retried.body, properties: retried.properties))
+            let again = try #require(try await fixture.receive(from: fixture.names.requests.name, count: 1).first)
+            await consumer.process(again)
+            #expect(try await fixture.amqp.queueStatus(fixture.names.send.name).messages == 0)
+            #expect(try await fixture.amqp.queueStatus(fixture.names.dead).messages == 0)
+        }
+    }
+
     @Test func redisOutageSendsTheRequestToARetryTier() async throws {
         try await withRenderFixture("outage") { fixture in
             let unreachable = try RedisConfiguration(url: "redis://127.0.0.1:1/0?connect_timeout_ms=200&command_timeout_ms=300&pool_size=1")
