@@ -8,6 +8,14 @@ public struct DeviceToken: Sendable, Hashable, Comparable, CustomStringConvertib
 
     /// Normalises and validates `text`; throws a ``RegistrationError`` naming `field`.
     public init(normalizing text: String, field: String = "token") throws(RegistrationError) {
+        // Fast path: already normalised (every token read back from the registry), kept as is.
+        let utf8 = text.utf8
+        if (64...200).contains(utf8.count), utf8.count % 2 == 0,
+            utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) })
+        {
+            self.hex = text
+            return
+        }
         var hex = ""
         hex.reserveCapacity(text.utf8.count)
         for scalar in text.unicodeScalars {
