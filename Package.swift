@@ -251,6 +251,7 @@ let package = Package(
             name: "PushRenderTests",
             dependencies: [
                 "PushRender",
+                "APNs",
                 "PushCore",
                 "PushServiceKit",
                 "TokenRegistry",

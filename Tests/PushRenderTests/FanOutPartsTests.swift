@@ -1,3 +1,4 @@
+import APNs
 import PushCore
 @testable import PushRender
 import Testing
@@ -31,5 +32,21 @@ struct FanOutPartsTests {
             seen.insert(TokenDeduplicator.fingerprint("ab" + String(repeating: "0", count: 62 - tail.count) + tail))
         }
         #expect(seen.count == 200_000)
+    }
+}
+
+/// The core's push-type table must agree with the APNs client's, which push-send uses to build the
+/// `apns-topic` and check sizes.
+@Suite("Push types agree with the APNs client")
+struct PushTypeParityTests {
+    @Test func everyPushTypeMatchesTheAPNsClient() throws {
+        for type in PushType.allCases {
+            let apns = try #require(APNsPushType(rawValue: type.rawValue), "\(type) is an APNs push type")
+            #expect(type.topicSuffix == apns.topicSuffix, "\(type)")
+            #expect(type.maximumPayloadSize == apns.maximumPayloadSize, "\(type)")
+            #expect(type.topic(forBundleID: "com.example.game") == apns.topic(forBundleID: "com.example.game"))
+            #expect(type.allowedPriorities.allSatisfy { APNsPriority(rawValue: $0) != nil })
+        }
+        #expect(Set(APNsPushType.allCases.map(\.rawValue)).subtracting(PushType.allCases.map(\.rawValue)) == ["mdm"], "every type but mdm")
     }
 }
