@@ -42,3 +42,9 @@ clean-local:
 .PHONY: bench-ingest
 bench-ingest: deps-bench
 	@bash Benchmarks/ingest/run.sh
+
+# push-feedback: 100,000 feedback events through the consumer (release build, private RabbitMQ and
+# Redis, stopped afterwards). See Benchmarks/feedback/run.sh.
+.PHONY: bench-feedback
+bench-feedback: deps-bench
+	@bash Benchmarks/feedback/run.sh

@@ -21,6 +21,7 @@ let package = Package(
         .executable(name: "apns-sandbox", targets: ["apns-sandbox"]),
         .executable(name: "pushctl", targets: ["pushctl"]),
         .executable(name: "foundation-bench", targets: ["foundation-bench"]),
+        .executable(name: "feedback-bench", targets: ["feedback-bench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
@@ -140,6 +141,21 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        .target(
+            name: "PushFeedback",
+            dependencies: [
+                "TokenRegistry",
+                "PushServiceKit",
+                "PushCore",
+                "AMQP",
+                "Redis",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+
         // MARK: Pure core: the domain, no I/O
         .target(
             name: "PushCore",
@@ -169,12 +185,17 @@ let package = Package(
         .executableTarget(name: "push-ingest", dependencies: serviceDependencies + ["PushIngest", "TokenRegistry", "RateLimiting"], swiftSettings: swiftSettings),
         .executableTarget(name: "push-render", dependencies: serviceDependencies, swiftSettings: swiftSettings),
         .executableTarget(name: "push-send", dependencies: serviceDependencies, swiftSettings: swiftSettings),
-        .executableTarget(name: "push-feedback", dependencies: serviceDependencies, swiftSettings: swiftSettings),
+        .executableTarget(name: "push-feedback", dependencies: serviceDependencies + ["PushFeedback", "TokenRegistry"], swiftSettings: swiftSettings),
         .executableTarget(name: "apns-sandbox", dependencies: serviceDependencies + ["APNsSandbox"], swiftSettings: swiftSettings),
-        .executableTarget(name: "pushctl", dependencies: serviceDependencies, swiftSettings: swiftSettings),
+        .executableTarget(name: "pushctl", dependencies: serviceDependencies + ["PushFeedback", "TokenRegistry"], swiftSettings: swiftSettings),
 
         // MARK: Benchmarks: executables that print figures (not timed tests)
         .executableTarget(name: "foundation-bench", dependencies: serviceDependencies, swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "feedback-bench",
+            dependencies: serviceDependencies + ["PushFeedback", "TokenRegistry"],
+            swiftSettings: swiftSettings
+        ),
 
         // MARK: Tests
         .testTarget(name: "PushCoreTests", dependencies: ["PushCore"], swiftSettings: swiftSettings),
@@ -219,6 +240,21 @@ let package = Package(
                 "TestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "PushFeedbackTests",
+            dependencies: [
+                "PushFeedback",
+                "TokenRegistry",
+                "PushServiceKit",
+                "PushCore",
+                "AMQP",
+                "Redis",
+                "TestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],

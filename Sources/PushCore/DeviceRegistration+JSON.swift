@@ -38,6 +38,11 @@ extension DeviceRegistration {
     /// - Throws: ``RegistrationError/Code/invalidJSON`` with field `body` when the bytes are not JSON
     ///   or the top level is not an object.
     public static func decode(body: [UInt8]) throws(RegistrationError) -> [String: Any] {
+        // Every registration goes through here: read the common shape quickly, and leave anything
+        // else (errors included) to JSONSerialization, whose verdict stays the rule.
+        if let object = JSONObjectReader.object(body) {
+            return object
+        }
         let value: Any
         do {
             value = try JSONSerialization.jsonObject(with: Data(body), options: [])

@@ -12,7 +12,7 @@ struct PushctlCommand: AsyncParsableCommand {
         commandName: "pushctl",
         abstract: "Operator CLI for the push provider.",
         discussion: PushConfiguration.environmentHelp,
-        subcommands: [Queues.self]
+        subcommands: [Queues.self, Feedback.self]
     )
 }
 

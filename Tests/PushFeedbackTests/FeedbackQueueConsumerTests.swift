@@ -1,0 +1,145 @@
+import AMQP
+import Foundation
+import PushCore
+import PushFeedback
+import Testing
+import TestSupport
+import TokenRegistry
+
+/// The `push.feedback` consumer against the shared test RabbitMQ and Redis: CONTRACT.md's
+/// invalid-token rule, the sets a removal leaves, `token.removed` events, dead letters, redelivery.
+@Suite("Feedback consumer against real RabbitMQ and Redis", .timeLimit(.minutes(2)))
+struct FeedbackQueueConsumerTests {
+    @Test func aTokenOlderThanTheReportIsRemovedFromRecordAndEverySetAndAnnounced() async throws {
+        try await withFeedbackFixture("removed") { fixture in
+            let dead = fixture.token(1)
+            let sibling = fixture.token(2)
+            try await fixture.register(dead, user: "alice", topics: ["news", "sports"], at: 1_000)
+            try await fixture.register(sibling, user: "alice", topics: ["news"], at: 1_500)
+            try await fixture.runConsumer { _ in
+                try await fixture.publishFeedback(fixture.feedbackBody(dead, timestamp: 2_000))
+                let events = try await fixture.removedEvents(count: 1)
+                #expect(events == [PushEvent.tokenRemoved(app: fixture.app, token: dead.hex, reason: "Unregistered", at: 50_000)])
+            }
+            #expect(try await fixture.record(dead) == nil)
+            #expect(try await fixture.record(sibling) != nil)
+            #expect(try await fixture.members(fixture.keys.user("alice")) == [sibling.hex], "the user keeps only the live token")
+            #expect(try await fixture.members(fixture.keys.topic("news")) == [sibling.hex])
+            #expect(try await fixture.members(fixture.keys.topic("sports")).isEmpty)
+            #expect(try await fixture.members(fixture.keys.tokens) == [sibling.hex])
+            #expect(try await fixture.depth(fixture.names.feedback.name) == 0)
+            #expect(try await fixture.depth(fixture.names.dead) == 0)
+        }
+    }
+
+    @Test func aTokenRegisteredAgainAfterTheReportIsKept() async throws {
+        try await withFeedbackFixture("kept") { fixture in
+            let token = fixture.token(3)
+            try await fixture.register(token, user: "bob", topics: ["news"], at: 1_000)
+            try await fixture.register(token, user: "bob", topics: ["news"], at: 3_000)
+            let atTheMoment = fixture.token(4)
+            try await fixture.register(atTheMoment, at: 2_000)
+            try await fixture.runConsumer { _ in
+                // APNs' timestamp 2 000 is before the re-registration at 3 000: the device came back.
+                try await fixture.publishFeedback(fixture.feedbackBody(token, timestamp: 2_000, reportedAt: 4_000))
+                // Registered exactly at the reported moment is not "after" it: removed.
+                try await fixture.publishFeedback(fixture.feedbackBody(atTheMoment, reason: "BadDeviceToken", timestamp: nil, reportedAt: 2_000))
+                let events = try await fixture.removedEvents(count: 1)
+                #expect(events.map(\.token) == [atTheMoment.hex])
+                #expect(events.first?.reason == "BadDeviceToken")
+                try await eventually("both events are consumed") { try await fixture.depth(fixture.names.feedback.name) == 0 }
+            }
+            let record = try #require(try await fixture.record(token))
+            #expect(record.updatedAt == 3_000)
+            #expect(try await fixture.members(fixture.keys.user("bob")) == [token.hex])
+            #expect(try await fixture.members(fixture.keys.topic("news")) == [token.hex])
+            #expect(try await fixture.record(atTheMoment) == nil)
+            #expect(try await fixture.depth(fixture.events) == 0, "nothing announced for the kept token")
+        }
+    }
+
+    @Test func theSameEventTwiceIsHarmless() async throws {
+        try await withFeedbackFixture("redelivered") { fixture in
+            let token = fixture.token(5)
+            let other = fixture.token(6)
+            try await fixture.register(token, user: "carol", at: 1_000)
+            try await fixture.register(other, user: "carol", at: 1_000)
+            let body = fixture.feedbackBody(token, timestamp: 2_000)
+            try await fixture.runConsumer { _ in
+                try await fixture.publishFeedback(body)
+                _ = try await fixture.removedEvents(count: 1)
+                try await fixture.publishFeedback(body)
+                try await eventually("the duplicate is consumed") { try await fixture.depth(fixture.names.feedback.name) == 0 }
+                // A token registered anew after the duplicate's timestamp survives it too.
+                try await fixture.register(token, user: "carol", at: 5_000)
+                try await fixture.publishFeedback(body)
+                try await eventually("the late duplicate is consumed") { try await fixture.depth(fixture.names.feedback.name) == 0 }
+            }
+            #expect(try await fixture.record(token)?.updatedAt == 5_000)
+            #expect(try await fixture.members(fixture.keys.user("carol")) == [other.hex, token.hex].sorted())
+            #expect(try await fixture.depth(fixture.events) == 0, "the duplicate announced nothing")
+            #expect(try await fixture.depth(fixture.names.dead) == 0)
+        }
+    }
+
+    @Test func malformedEventsAreDeadLetteredWithTheReasonAndTheRestIsProcessed() async throws {
+        try await withFeedbackFixture("malformed") { fixture in
+            let token = fixture.token(7)
+            try await fixture.register(token, at: 1_000)
+            let invalid: [(body: String, reasonPrefix: String)] = [
+                ("not json", "body: "),
+                (#"{"app": "\#(fixture.app)", "reason": "Unregistered", "reported_at": 1}"#, "token: is required"),
+                (#"{"app": "\#(fixture.app)", "token": "xyz", "reason": "Unregistered", "reported_at": 1}"#, "token: must be hexadecimal"),
+                (#"{"app": "\#(fixture.app)", "token": "\#(token.hex)", "reason": "BadTopic", "reported_at": 1}"#, "reason: must be one of"),
+                (#"{"app": "com.example.unknown", "token": "\#(token.hex)", "reason": "Unregistered", "reported_at": 1}"#, "app: names no configured app"),
+                (#"{"app": "\#(fixture.app)", "token": "\#(token.hex)", "reason": "Unregistered", "reported_at": "soon"}"#, "reported_at: must be"),
+            ]
+            try await fixture.runConsumer { _ in
+                for (index, message) in invalid.enumerated() {
+                    try await fixture.publishFeedback(message.body, headers: ["x-test-index": .int64(Int64(index))], messageID: "m-\(index)")
+                }
+                try await fixture.publishFeedback(fixture.feedbackBody(token, timestamp: 2_000))
+                _ = try await fixture.removedEvents(count: 1)
+                let dead = try await fixture.receive(from: fixture.names.dead, count: invalid.count)
+                for delivery in dead {
+                    let index = try #require(delivery.properties.headers["x-test-index"]?.intValue.map { Int($0) })
+                    let reason = delivery.properties.headers[PushQueues.errorHeader]?.stringValue ?? ""
+                    #expect(String(decoding: delivery.body, as: UTF8.self) == invalid[index].body, "the original body")
+                    #expect(reason.hasPrefix(invalid[index].reasonPrefix), "message \(index): \(reason)")
+                    #expect(delivery.properties.messageID == "m-\(index)", "properties are kept")
+                }
+            }
+            #expect(try await fixture.record(token) == nil)
+            #expect(try await fixture.depth(fixture.names.feedback.name) == 0)
+        }
+    }
+
+    /// Many events at once go through in pipelined batches; every token is removed exactly once and
+    /// announced once; graceful shutdown leaves nothing unacknowledged.
+    @Test func aBacklogIsProcessedInBatchesAndEveryRemovalAnnouncedOnce() async throws {
+        try await withFeedbackFixture("backlog") { fixture in
+            let count = 600
+            let prefix = String(UInt64.random(in: 0...UInt64.max), radix: 16)
+            let tokens = (0..<count).map { fixture.token($0, prefix: prefix) }
+            for token in tokens { try await fixture.register(token, user: "u\(token.hex.suffix(1))", topics: ["all"], at: 1_000) }
+            for chunk in stride(from: 0, to: count, by: 200) {
+                let messages = tokens[chunk..<min(chunk + 200, count)].map { token in
+                    AMQPOutboundMessage(
+                        exchange: fixture.names.exchange,
+                        routingKey: fixture.names.feedback.routingKey,
+                        body: Array(fixture.feedbackBody(token, timestamp: 2_000).utf8)
+                    )
+                }
+                for result in await fixture.amqp.publish(messages) { try result.get() }
+            }
+            try await fixture.runConsumer(configuration: FeedbackConfiguration(batchSize: 64, batchesInFlight: 4)) { _ in
+                let events = try await fixture.removedEvents(count: count)
+                #expect(Set(events.compactMap(\.token)) == Set(tokens.map(\.hex)))
+            }
+            #expect(try await fixture.members(fixture.keys.tokens).isEmpty)
+            #expect(try await fixture.members(fixture.keys.topic("all")).isEmpty)
+            #expect(try await fixture.depth(fixture.names.feedback.name) == 0)
+            #expect(try await fixture.depth(fixture.events) == 0, "no event twice")
+        }
+    }
+}
