@@ -2,6 +2,7 @@ import AMQP
 import Foundation
 import PushCore
 import PushFeedback
+import ServiceLifecycle
 import Testing
 import TestSupport
 import TokenRegistry
@@ -140,6 +141,52 @@ struct FeedbackQueueConsumerTests {
             #expect(try await fixture.members(fixture.keys.topic("all")).isEmpty)
             #expect(try await fixture.depth(fixture.names.feedback.name) == 0)
             #expect(try await fixture.depth(fixture.events) == 0, "no event twice")
+        }
+    }
+}
+
+@Suite("Feedback consumer shutdown against real RabbitMQ and Redis", .timeLimit(.minutes(2)))
+struct FeedbackQueueConsumerShutdownTests {
+    /// Graceful shutdown with a backlog: the consumer stops taking deliveries, finishes and settles
+    /// the batches it holds, and returns; every event is then either applied (and announced) or back
+    /// in the queue.
+    @Test func gracefulShutdownFinishesItsBatchesAndLosesNothing() async throws {
+        try await withFeedbackFixture("drain") { fixture in
+            let count = 3_000
+            let prefix = String(UInt64.random(in: 0...UInt64.max), radix: 16)
+            let tokens = (0..<count).map { fixture.token($0, prefix: prefix) }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for worker in 0..<8 {
+                    group.addTask {
+                        for index in stride(from: worker, to: count, by: 8) { try await fixture.register(tokens[index], at: 1_000) }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            for chunk in stride(from: 0, to: count, by: 500) {
+                let messages = tokens[chunk..<min(chunk + 500, count)].map { token in
+                    AMQPOutboundMessage(
+                        exchange: fixture.names.exchange,
+                        routingKey: fixture.names.feedback.routingKey,
+                        body: Array(fixture.feedbackBody(token, timestamp: 2_000).utf8)
+                    )
+                }
+                for result in await fixture.amqp.publish(messages) { try result.get() }
+            }
+            try await fixture.runConsumer(configuration: FeedbackConfiguration(batchSize: 20, batchesInFlight: 2)) { group in
+                try await eventually("some tokens are removed") {
+                    try await fixture.members(fixture.keys.tokens).count <= count - 100
+                }
+                await group.triggerGracefulShutdown()
+            }
+            let remaining = try await fixture.members(fixture.keys.tokens).count
+            let removed = count - remaining
+            #expect(removed > 0 && remaining > 0, "shut down mid-backlog: \(removed) removed")
+            // Unsettled deliveries would go back only when the channel closes; settled ones are final.
+            let events = try await fixture.depth(fixture.events)
+            let queued = try await fixture.depth(fixture.names.feedback.name)
+            #expect(events == removed, "every removal announced once")
+            #expect(queued == remaining, "\(queued) still queued for \(remaining) tokens left: nothing acked without being applied")
         }
     }
 }
