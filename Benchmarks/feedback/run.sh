@@ -40,5 +40,9 @@ redis-cli -p "$REDIS_PORT" FLUSHALL >/dev/null
 PUSH_QUIET=1 bash scripts/rabbitmq.sh start --name feedback-bench --port "$AMQP_PORT"
 
 echo "machine: $(nproc) cores, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-PUSH_AMQP_URL="amqp://guest:guest@127.0.0.1:$AMQP_PORT/%2f" PUSH_REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0" "$BINARY"
+REDIS_PID=$(cat "$ROOT/.local/redis-feedback-bench/redis.pid")
+RABBIT_PID=$(cat "$ROOT/.local/rabbitmq-feedback-bench/rabbitmq.pid")
+echo "redis pid $REDIS_PID, rabbitmq pid $RABBIT_PID"
+PUSH_AMQP_URL="amqp://guest:guest@127.0.0.1:$AMQP_PORT/%2f" PUSH_REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0" \
+    FEEDBACK_BENCH_SERVER_PIDS="$REDIS_PID,$RABBIT_PID" "$BINARY"
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

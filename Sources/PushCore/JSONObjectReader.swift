@@ -6,7 +6,8 @@ import Foundation
 /// its cost.
 ///
 /// It only ever answers for input it fully understands and returns nil for everything else — a syntax
-/// error, a number (no registration field is one), invalid UTF-8, a lone surrogate escape, a repeated
+/// error, a number (no registration field is one; with `integers`, anything but a plain integer that
+/// fits an `Int64`), invalid UTF-8, a lone surrogate escape, a repeated
 /// key, nesting deeper than ``maximumDepth`` — so the caller hands such bodies to `JSONSerialization`,
 /// whose verdict (and error message) stays the rule. Fast for the valid common case; exactly the old
 /// behaviour for everything else.
@@ -14,9 +15,10 @@ enum JSONObjectReader {
     /// Deeper bodies go to `JSONSerialization` (no registration nests more than two levels).
     static let maximumDepth = 16
 
-    static func object(_ bytes: [UInt8]) -> [String: Any]? {
+    /// - Parameter integers: also read integers (`-?(0|[1-9][0-9]*)`, fitting an `Int64`) as `Int64`.
+    static func object(_ bytes: [UInt8], integers: Bool = false) -> [String: Any]? {
         bytes.withUnsafeBufferPointer { buffer -> [String: Any]? in
-            var reader = Cursor(bytes: buffer)
+            var reader = Cursor(bytes: buffer, integers: integers)
             reader.skipWhitespace()
             guard reader.peek() == UInt8(ascii: "{"), let object = reader.readObject(depth: 1) else { return nil }
             reader.skipWhitespace()
@@ -26,10 +28,12 @@ enum JSONObjectReader {
 
     private struct Cursor {
         let bytes: UnsafeBufferPointer<UInt8>
+        let integers: Bool
         var index = 0
 
-        init(bytes: UnsafeBufferPointer<UInt8>) {
+        init(bytes: UnsafeBufferPointer<UInt8>, integers: Bool) {
             self.bytes = bytes
+            self.integers = integers
         }
 
         var atEnd: Bool { index >= bytes.count }
@@ -61,15 +65,38 @@ enum JSONObjectReader {
         }
 
         mutating func readValue(depth: Int) -> Any? {
-            switch peek() {
+            guard let byte = peek() else { return nil }
+            switch byte {
             case UInt8(ascii: "\""): return readString()
             case UInt8(ascii: "{"): return readObject(depth: depth + 1)
             case UInt8(ascii: "["): return readArray(depth: depth + 1)
             case UInt8(ascii: "t"): return consume(literal: "true") ? true : nil
             case UInt8(ascii: "f"): return consume(literal: "false") ? false : nil
             case UInt8(ascii: "n"): return consume(literal: "null") ? NSNull() : nil
-            default: return nil  // numbers and anything invalid
+            case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return integers ? readInteger() : nil
+            default: return nil
             }
+        }
+
+        /// A plain integer; nil for fractions, exponents, leading zeros and values past `Int64`.
+        mutating func readInteger() -> Int64? {
+            let negative = consume(UInt8(ascii: "-"))
+            let start = index
+            var magnitude: UInt64 = 0
+            while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) {
+                let (times, overflowTimes) = magnitude.multipliedReportingOverflow(by: 10)
+                let (plus, overflowPlus) = times.addingReportingOverflow(UInt64(bytes[index] - UInt8(ascii: "0")))
+                guard !overflowTimes, !overflowPlus else { return nil }
+                magnitude = plus
+                index += 1
+            }
+            let digits = index - start
+            guard digits > 0, digits == 1 || bytes[start] != UInt8(ascii: "0") else { return nil }
+            if let next = peek(), next == UInt8(ascii: ".") || next == UInt8(ascii: "e") || next == UInt8(ascii: "E") { return nil }
+            if negative {
+                return magnitude <= UInt64(Int64.max) + 1 ? Int64(truncatingIfNeeded: 0 &- magnitude) : nil
+            }
+            return magnitude <= UInt64(Int64.max) ? Int64(magnitude) : nil
         }
 
         mutating func readObject(depth: Int) -> [String: Any]? {

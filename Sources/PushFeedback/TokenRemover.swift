@@ -1,5 +1,4 @@
 public import AMQP
-import Foundation
 public import PushCore
 public import TokenRegistry
 
@@ -67,15 +66,8 @@ public struct TokenRemover: Sendable {
     /// The message carrying `event` to `push.events` (persistent JSON, not mandatory: nobody may be
     /// listening).
     public func message(for event: PushEvent) -> AMQPOutboundMessage {
-        let body = (try? Self.encoder.encode(event)).map { Array($0) } ?? []
-        return AMQPOutboundMessage(exchange: queues.eventsExchange, routingKey: event.routingKey, body: body, mandatory: false)
+        AMQPOutboundMessage(exchange: queues.eventsExchange, routingKey: event.routingKey, body: TokenRemovedJSON.encode(event), mandatory: false)
     }
-
-    private static let encoder: JSONEncoder = {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        return encoder
-    }()
 
     /// Counts of what a batch came to.
     public struct Tally: Sendable, Equatable {

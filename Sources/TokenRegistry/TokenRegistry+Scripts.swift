@@ -12,7 +12,7 @@ extension TokenRegistry {
     /// Shared Lua: drop `token` from the user and topic sets the record at `record` names.
     /// A `topics` field that is not a JSON array (a hand-edited record) is skipped rather than failing
     /// the script, so such a record can still be replaced or deleted.
-    static let leaveIndexSetsLua = """
+    private static let leaveIndexSetsLua = """
         local function leave_index_sets(record, base, token, keep_user, keep_topics)
           local old = redis.call('HMGET', record, 'user', 'topics')
           if old[1] and old[1] ~= keep_user then

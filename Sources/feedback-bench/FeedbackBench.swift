@@ -33,9 +33,14 @@ struct FeedbackBench {
         logger.logLevel = .warning
         let names = PushQueues(prefix: "feedback-bench")
         let eventsQueue = "feedback-bench.events"
+        // A listener's queue on token.removed, as other services would bind (FEEDBACK_BENCH_LISTENER=0:
+        // none, so the exchange drops the events and only push-feedback's own work is measured).
+        let listener = environment["FEEDBACK_BENCH_LISTENER"] != "0"
         var topology = AMQPTopology.push(names)
-        topology.queues.append(AMQPTopology.Queue(name: eventsQueue))
-        topology.bindings.append(AMQPTopology.Binding(queue: eventsQueue, exchange: names.eventsExchange, routingKey: "token.removed"))
+        if listener {
+            topology.queues.append(AMQPTopology.Queue(name: eventsQueue))
+            topology.bindings.append(AMQPTopology.Binding(queue: eventsQueue, exchange: names.eventsExchange, routingKey: "token.removed"))
+        }
 
         let amqp = AMQPConnection(
             configuration: try AMQPConfiguration(url: environment["PUSH_AMQP_URL"] ?? "amqp://guest:guest@127.0.0.1:5672/%2f", connectionName: "feedback-bench"),
@@ -104,20 +109,31 @@ struct FeedbackBench {
             logger: logger
         )
         let group = ServiceGroup(configuration: ServiceGroupConfiguration(services: [consumer], gracefulShutdownSignals: [], logger: logger))
+        let serverPIDs = (environment["FEEDBACK_BENCH_SERVER_PIDS"] ?? "").split(separator: ",").compactMap { Int($0) }
+        let cpuBefore = (own: cpuTicks("self"), servers: serverPIDs.map { cpuTicks(String($0)) })
         let start = ContinuousClock.now
         let running = Task { try await group.run() }
         let deadline = start + .seconds(300)
         var removedSoFar = 0
         while ContinuousClock.now < deadline {
             let remaining = try await connection.queueStatus(names.feedback.name).messages
-            removedSoFar = try await connection.queueStatus(eventsQueue).messages
+            if listener { removedSoFar = try await connection.queueStatus(eventsQueue).messages }
             let left = try await redis.execute("SCARD", keys.tokens).integer ?? -1
-            if remaining == 0, removedSoFar >= expectedRemoved, left == count - expectedRemoved { break }
+            if remaining == 0, !listener || removedSoFar >= expectedRemoved, left == count - expectedRemoved { break }
             try await Task.sleep(for: .milliseconds(10))
         }
-        let elapsed = ContinuousClock.now - start
+        // Every event is taken and every removal done: shutting down now settles the last batches
+        // (their events confirmed, their deliveries acked), and the run ends when the consumer returns.
         await group.triggerGracefulShutdown()
         try await running.value
+        let elapsed = ContinuousClock.now - start
+        let cpuAfter = (own: cpuTicks("self"), servers: serverPIDs.map { cpuTicks(String($0)) })
+        if listener { removedSoFar = try await connection.queueStatus(eventsQueue).messages } else { removedSoFar = expectedRemoved }
+        let unsettled = try await connection.queueStatus(names.feedback.name).messages
+        guard unsettled == 0 else {
+            print("\(unsettled) events are back in the queue after the run")
+            throw ExitCode.failure
+        }
         guard removedSoFar >= expectedRemoved else {
             print("did not finish within 300 s: \(removedSoFar) of \(expectedRemoved) removals announced")
             throw ExitCode.failure
@@ -127,8 +143,15 @@ struct FeedbackBench {
             "feedback: \(count) events (\(expectedRemoved) removed, \(count - expectedRemoved) kept) in \(String(format: "%.2f", seconds(elapsed))) s = \(Int(rate)) events/s"
                 + " (batch \(configuration.batchSize), \(configuration.batchesInFlight) in flight)"
         )
-        print("token.removed events stored: \(removedSoFar); tokens left: \(try await redis.execute("SCARD", keys.tokens).integer ?? -1)")
+        print("token.removed events \(listener ? "stored in the listener's queue: \(removedSoFar)" : "published with no listener bound"); tokens left: \(try await redis.execute("SCARD", keys.tokens).integer ?? -1)")
         print("peak RSS of the bench process (setup included): \(peakRSS())")
+        // Jiffies are 1/100 s: % of one core = jiffies / seconds.
+        let timed = seconds(elapsed)
+        var shares = ["consumer \(Int(Double(cpuAfter.own - cpuBefore.own) / timed))%"]
+        for (index, pid) in serverPIDs.enumerated() {
+            shares.append("pid \(pid) \(Int(Double(cpuAfter.servers[index] - cpuBefore.servers[index]) / timed))%")
+        }
+        print("CPU while timed (% of one core): \(shares.joined(separator: ", "))")
 
         for queue in names.allQueueNames + [eventsQueue] { _ = try? await connection.deleteQueue(queue) }
         await connection.close()
@@ -138,6 +161,15 @@ struct FeedbackBench {
     static func seconds(_ duration: Duration) -> Double {
         let (whole, attoseconds) = duration.components
         return Double(whole) + Double(attoseconds) / 1e18
+    }
+
+    /// utime + stime of a process, in clock ticks (1/100 s).
+    static func cpuTicks(_ pid: String) -> Int {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") else { return 0 }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        // After the command: state is field 3, so utime (14) and stime (15) are at 11 and 12.
+        guard fields.count > 12 else { return 0 }
+        return (Int(fields[11]) ?? 0) + (Int(fields[12]) ?? 0)
     }
 
     static func peakRSS() -> String {

@@ -1,3 +1,4 @@
+import Foundation
 import PushCore
 import PushServiceKit
 import Testing
@@ -58,5 +59,19 @@ import Testing
         inbox.finish()
         #expect(await inbox.take(max: 3) == [7])
         #expect(await inbox.take(max: 3) == nil)
+    }
+}
+
+@Suite struct TokenRemovedJSONTests {
+    @Test(arguments: [
+        PushEvent.tokenRemoved(app: "com.example.game", token: String(repeating: "ab", count: 32), reason: "Unregistered", at: 1_767_225_000_123),
+        PushEvent.tokenRemoved(app: "a/b\"c\\d\n\r\t\u{08}\u{0C}\u{01}\u{1F}\u{7F}é😀", token: "t", reason: "Stale", at: -5),
+        PushEvent.failed(app: "x", requestID: "r/1", batchID: "b", reason: "BadDeviceToken", tokens: ["a", "b"], at: 0),
+        PushEvent.delivered(app: "x", requestID: "r", batchID: "b/2", count: 7, at: 9),
+    ])
+    func theBytesAreJSONEncoders(_ event: PushEvent) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        #expect(TokenRemovedJSON.encode(event) == Array(try encoder.encode(event)))
     }
 }

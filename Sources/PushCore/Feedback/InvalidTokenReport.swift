@@ -65,6 +65,12 @@ public struct InvalidTokenReport: Sendable, Hashable {
     /// - Throws: ``FeedbackError`` naming the field: `body` when it is not a JSON object, else the
     ///   missing or malformed field (`app`, `token`, `reason`, `timestamp`, `reported_at`).
     public init(feedbackBody body: [UInt8]) throws(FeedbackError) {
+        // The common case read quickly (feedback arrives by the ten thousand); anything else, errors
+        // included, is JSONDecoder's to judge.
+        if let event = Self.quickEvent(body) {
+            try self.init(event: event)
+            return
+        }
         let event: FeedbackEvent
         do {
             event = try JSONDecoder().decode(FeedbackEvent.self, from: Data(body))
@@ -100,6 +106,22 @@ public struct InvalidTokenReport: Sendable, Hashable {
         @unknown default:
             return FeedbackError(.invalidJSON, field: "body", "is not a feedback event: \(error)")
         }
+    }
+
+    /// The event when `body` is a JSON object whose fields have exactly the types JSONDecoder wants
+    /// (unknown fields are ignored, as JSONDecoder does); nil for anything else.
+    static func quickEvent(_ body: [UInt8]) -> FeedbackEvent? {
+        guard let object = JSONObjectReader.object(body, integers: true),
+            let app = object["app"] as? String, let token = object["token"] as? String, let reason = object["reason"] as? String,
+            let reportedAt = object["reported_at"] as? Int64
+        else { return nil }
+        let timestamp: Int64?
+        switch object["timestamp"] {
+        case nil, is NSNull: timestamp = nil
+        case let value as Int64: timestamp = value
+        default: return nil
+        }
+        return FeedbackEvent(app: app, token: token, reason: reason, timestamp: timestamp, reportedAt: reportedAt)
     }
 
     /// JSONDecoder reports a number that does not fit its field (`1.5`, `1e30` for an Int64) as
