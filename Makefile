@@ -8,7 +8,7 @@ SHELL := /bin/bash
 FILTER ?=
 export FILTER
 
-.PHONY: deps deps-bench build test run bench clean-local
+.PHONY: deps deps-bench build test run demo bench clean-local
 
 deps:
 	@bash scripts/install-deps.sh
@@ -27,6 +27,11 @@ test: deps
 # Everything on loopback in the foreground; Ctrl-C stops it all.
 run: build
 	@bash scripts/run-local.sh
+
+# The whole path once on a private stack: register a device, publish a localized push, print what
+# apns-sandbox received, stop everything.
+demo: build
+	@bash scripts/demo.sh
 
 bench: deps-bench
 	swift build -c release --product foundation-bench

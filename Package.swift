@@ -187,7 +187,7 @@ let package = Package(
         .executableTarget(name: "push-send", dependencies: serviceDependencies, swiftSettings: swiftSettings),
         .executableTarget(name: "push-feedback", dependencies: serviceDependencies + ["PushFeedback", "TokenRegistry"], swiftSettings: swiftSettings),
         .executableTarget(name: "apns-sandbox", dependencies: serviceDependencies + ["APNsSandbox"], swiftSettings: swiftSettings),
-        .executableTarget(name: "pushctl", dependencies: serviceDependencies + ["PushFeedback", "TokenRegistry"], swiftSettings: swiftSettings),
+        .executableTarget(name: "pushctl", dependencies: serviceDependencies + ["APNs", "TokenRegistry", "PushFeedback"], swiftSettings: swiftSettings),
 
         // MARK: Benchmarks: executables that print figures (not timed tests)
         .executableTarget(name: "foundation-bench", dependencies: serviceDependencies, swiftSettings: swiftSettings),
@@ -263,6 +263,19 @@ let package = Package(
         .testTarget(
             name: "APNsTests",
             dependencies: ["APNs", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "PushctlTests",
+            dependencies: [
+                "AMQP", "Redis", "PushCore", "PushServiceKit", "TokenRegistry", "TestSupport",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "APNsClientTests",
+            dependencies: ["APNs", "TestSupport", .product(name: "Crypto", package: "swift-crypto"), .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -77,6 +77,8 @@ public struct APNsClientConfiguration: Sendable {
     public var idleTimeout: Duration = .seconds(30 * 60)
     /// Age at which the shared provider token is replaced (20–59 minutes).
     public var providerTokenRefreshAge: Duration = .seconds(40 * 60)
+    /// The clock provider tokens are issued by (seconds since 1970); tests move it.
+    public var providerTokenClock: @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970) }
 
     public init(endpoint: APNsEndpoint, credentials: APNsCredentials, caFile: String? = nil) {
         self.endpoint = endpoint

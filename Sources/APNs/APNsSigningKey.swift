@@ -81,3 +81,11 @@ public struct APNsCredentialError: Error, Sendable, Equatable, CustomStringConve
     public init(_ message: String) { self.message = message }
     public var description: String { message }
 }
+
+extension APNsSigningKey {
+    /// A freshly generated key, for benchmarks and tests against servers that accept any well-formed
+    /// token (apns-sandbox without `--public-key`).
+    public static func ephemeral(keyID: String, teamID: String) throws(APNsCredentialError) -> APNsSigningKey {
+        try APNsSigningKey(p8: P256.Signing.PrivateKey().pemRepresentation, keyID: keyID, teamID: teamID)
+    }
+}

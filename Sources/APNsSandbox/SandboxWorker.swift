@@ -84,6 +84,9 @@ final class SandboxWorker: @unchecked Sendable {
                 context.logger.error("poll failed", metadata: ["sandbox.error": "\(SandboxError.posix(.socket, "poll"))"])
             }
             context.updateClock()
+            // Faults or token states may have changed while the thread slept: the requests that woke
+            // it are answered by the rules in force now.
+            context.refreshRules()
             if pollSet[0].revents != 0 { wakePipe.drain() }
             if ready > 0 {
                 for (offset, connection) in order.enumerated() {

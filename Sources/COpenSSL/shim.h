@@ -12,6 +12,7 @@
 #include <openssl/ecdsa.h>
 #include <openssl/bio.h>
 #include <openssl/rand.h>
+#include <openssl/provider.h>
 
 // Function-like macros in OpenSSL 3 that Swift cannot import.
 static inline long push_SSL_set_tlsext_host_name(SSL *ssl, const char *name) {
@@ -93,6 +94,11 @@ static inline int push_X509_NAME_add_text_entry(X509_NAME *name, const char *fie
 
 static inline long push_BIO_set_mem_eof_return(BIO *bio, int value) {
     return BIO_set_mem_eof_return(bio, value);
+}
+
+// The APNs client: certificate chains from .p12 files.
+static inline long push_SSL_CTX_add1_chain_cert(SSL_CTX *ctx, X509 *certificate) {
+    return SSL_CTX_add1_chain_cert(ctx, certificate);
 }
 
 #endif

@@ -1,0 +1,82 @@
+import Glibc
+import Synchronization
+
+/// How a connection's I/O thread is woken when work arrives: a self-pipe it polls, plus what it
+/// published about itself before sleeping (asleep? room for more streams?), so a caller wakes one
+/// connection that can take the work instead of writing to every pipe for every request.
+final class WakeSlot: Sendable {
+    private let readEnd: Int32
+    private let writeEnd: Int32
+    /// Set by the thread right before it polls, cleared by whoever wakes it (or by itself).
+    let sleeping = Atomic<Bool>(false)
+    /// Streams the connection could still open (a disconnected connection counts 1: it connects).
+    let freeStreams = Atomic<Int>(1)
+    /// Set once by shutdown.
+    let stopping = Atomic<Bool>(false)
+
+    init() throws(APNsClientError) {
+        var ends: [Int32] = [-1, -1]
+        guard pipe(&ends) == 0 else { throw APNsClientError.posix(.protocolError, "pipe") }
+        readEnd = ends[0]
+        writeEnd = ends[1]
+        for descriptor in ends {
+            _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
+            _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
+        }
+    }
+
+    deinit {
+        close(readEnd)
+        close(writeEnd)
+    }
+
+    /// The descriptor the thread polls.
+    var descriptor: Int32 { readEnd }
+
+    /// Makes the pipe readable (a full pipe already is, so a failed write is fine).
+    func wake() {
+        var byte: UInt8 = 1
+        _ = write(writeEnd, &byte, 1)
+    }
+
+    /// Empties the pipe after a wake-up.
+    func drain() {
+        var bytes = [UInt8](repeating: 0, count: 64)
+        for _ in 0..<16 where read(readEnd, &bytes, bytes.count) == bytes.count {}
+    }
+}
+
+/// The client's connections' slots: wakes one sleeping connection with room, round robin.
+final class ConnectionWakeups: Sendable {
+    let slots: [WakeSlot]
+    private let next = Atomic<Int>(0)
+
+    init(count: Int) throws(APNsClientError) {
+        var slots: [WakeSlot] = []
+        for _ in 0..<count { slots.append(try WakeSlot()) }
+        self.slots = slots
+    }
+
+    /// Wakes one sleeping connection that can take work; when none sleeps with room, an awake one
+    /// (or one finishing a stream) picks the work up on its next pass.
+    func wakeOne() {
+        let count = slots.count
+        let start = next.add(1, ordering: .relaxed).oldValue
+        for offset in 0..<count {
+            let slot = slots[(start &+ offset) % count]
+            guard slot.freeStreams.load(ordering: .relaxed) > 0 else { continue }
+            if slot.sleeping.exchange(false, ordering: .acquiringAndReleasing) {
+                slot.wake()
+                return
+            }
+        }
+    }
+
+    /// Wakes every connection (shutdown, or many requeued requests).
+    func wakeAll() {
+        for slot in slots {
+            slot.sleeping.store(false, ordering: .releasing)
+            slot.wake()
+        }
+    }
+}

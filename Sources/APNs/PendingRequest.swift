@@ -1,0 +1,88 @@
+import Glibc
+import Synchronization
+
+/// One notification on its way: waiting in the queue, then in flight on a connection's stream, until
+/// it completes exactly once (an answer, a timeout, a transport failure or shutdown).
+final class PendingRequest: Sendable {
+    let notification: APNsNotification
+    /// Monotonic nanoseconds after which the caller gets ``APNsClientError/Code/timeout``.
+    let deadline: UInt64
+    private let state: Mutex<State>
+
+    private struct State {
+        var continuation: CheckedContinuation<APNsResponse, any Error>?
+        var completed = false
+        /// Times the request went back to the queue unprocessed (GOAWAY, REFUSED_STREAM, a drop).
+        var requeues = 0
+        /// Whether it was already resent once after `ExpiredProviderToken`.
+        var resentWithFreshToken = false
+    }
+
+    /// Past this many unprocessed requeues the request fails instead of circling forever.
+    static let maximumRequeues = 10
+
+    init(notification: APNsNotification, deadline: UInt64) {
+        self.notification = notification
+        self.deadline = deadline
+        state = Mutex(State())
+    }
+
+    /// Attaches the caller; a request completed before (shutdown raced the caller) resumes it at once.
+    func attach(_ continuation: CheckedContinuation<APNsResponse, any Error>, ifCompleted failure: APNsClientError) {
+        let resumeNow = state.withLock { state -> Bool in
+            if state.completed { return true }
+            state.continuation = continuation
+            return false
+        }
+        if resumeNow { continuation.resume(throwing: failure) }
+    }
+
+    var isCompleted: Bool { state.withLock { $0.completed } }
+
+    /// Completes the request; later calls do nothing.
+    func complete(_ result: Result<APNsResponse, APNsClientError>) {
+        let continuation = state.withLock { state -> CheckedContinuation<APNsResponse, any Error>? in
+            guard !state.completed else { return nil }
+            state.completed = true
+            defer { state.continuation = nil }
+            return state.continuation
+        }
+        switch result {
+        case .success(let response): continuation?.resume(returning: response)
+        case .failure(let error): continuation?.resume(throwing: error)
+        }
+    }
+
+    /// Counts an unprocessed requeue; false once the bound is reached.
+    func noteRequeue() -> Bool {
+        state.withLock { state in
+            state.requeues += 1
+            return state.requeues <= Self.maximumRequeues
+        }
+    }
+
+    /// Claims the one resend after `ExpiredProviderToken`; false if it was used.
+    func claimFreshTokenResend() -> Bool {
+        state.withLock { state in
+            guard !state.resentWithFreshToken else { return false }
+            state.resentWithFreshToken = true
+            return true
+        }
+    }
+}
+
+/// Monotonic time in nanoseconds (CLOCK_MONOTONIC), for deadlines that wall-clock changes cannot move.
+func monotonicNanoseconds() -> UInt64 {
+    var time = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &time)
+    return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
+}
+
+extension Duration {
+    /// Whole nanoseconds (negative durations count as zero).
+    var nanoseconds: UInt64 {
+        let (seconds, attoseconds) = components
+        guard seconds >= 0 else { return 0 }
+        return UInt64(seconds) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000)
+    }
+}

@@ -1,0 +1,167 @@
+import APNs
+import Foundation
+import Logging
+import TestSupport
+import Testing
+
+/// Concurrency, GOAWAY, drops, timeouts, back-pressure and TLS trust, against the built apns-sandbox.
+@Suite("APNs client transport")
+struct APNsClientTransportTests {
+    @Test func goawayInTheMiddleOfFiveThousandInFlightLosesNothing() async throws {
+        let sandbox = try await SandboxProcess()
+        #expect(try await sandbox.admin("PUT", "/faults", body: #"{"goaway_every":1000}"#).status == 200)
+        let client = try makeClient(sandbox) { $0.connections = 2 }
+        let tokens = (0..<5000).map { _ in SandboxProcess.randomToken() }
+        let results = await sendAll(client, tokens.map { alert($0) })
+        let failures = results.compactMap { result -> APNsClientError? in
+            if case .failure(let error) = result { return error }
+            return nil
+        }
+        #expect(failures.isEmpty, "\(failures.prefix(5))")
+        #expect(results.allSatisfy { (try? $0.get().status) == 200 })
+        let stats = try #require(try await sandbox.admin("GET", "/stats").json)
+        #expect(number(stats["goaways"]) ?? 0 >= 4, "\(stats)")
+        #expect(number(stats["delivered"]) == 5000, "each notification accepted exactly once: \(stats)")
+        #expect(client.connectionsOpened >= 5)
+        await client.shutdown()
+    }
+
+    @Test func carriesAThousandConcurrentStreamsOnOneConnection() async throws {
+        let sandbox = try await SandboxProcess()
+        // Every answer waits 1 s: only streams in flight together finish in well under 2 s.
+        #expect(try await sandbox.admin("PUT", "/faults", body: #"{"delay_ms":1000}"#).status == 200)
+        let client = try makeClient(sandbox) { $0.connections = 1 }
+        _ = try await client.send(alert())
+        let started = ContinuousClock.now
+        let results = await sendAll(client, (0..<1000).map { _ in alert(SandboxProcess.randomToken()) })
+        let elapsed = ContinuousClock.now - started
+        #expect(results.allSatisfy { (try? $0.get().status) == 200 })
+        #expect(elapsed < .milliseconds(1900), "1000 streams took \(elapsed): they were not concurrent")
+        let stats = try #require(try await sandbox.admin("GET", "/stats").json)
+        #expect(number(stats["connections"]) == 1, "\(stats)")
+        await client.shutdown()
+    }
+
+    @Test func aDroppedConnectionFailsInFlightRequestsRetryablyAndReconnects() async throws {
+        let sandbox = try await SandboxProcess()
+        #expect(try await sandbox.admin("PUT", "/faults", body: #"{"drop_every":300,"delay_ms":50}"#).status == 200)
+        let client = try makeClient(sandbox) { $0.connections = 1 }
+        let results = await sendAll(client, (0..<1000).map { _ in alert(SandboxProcess.randomToken()) })
+        var accepted = 0
+        var lost = 0
+        for result in results {
+            switch result {
+            case .success(let response):
+                #expect(response.status == 200)
+                accepted += 1
+            case .failure(let error):
+                #expect(error.code == .connectionLost, "\(error)")
+                #expect(error.isRetryable)
+                lost += 1
+            }
+        }
+        #expect(accepted + lost == 1000)
+        #expect(lost > 0, "the sandbox dropped connections with requests in flight")
+        #expect(try await sandbox.admin("DELETE", "/faults").status == 200)
+        #expect(try await client.send(alert()).status == 200)
+        #expect(client.connectionsOpened >= 2, "a new connection replaced the dropped one")
+        await client.shutdown()
+    }
+
+    @Test func aSlowAnswerTimesOutAndFreesItsStream() async throws {
+        let sandbox = try await SandboxProcess()
+        let client = try makeClient(sandbox) { $0.connections = 1 }
+        #expect(try await sandbox.admin("PUT", "/faults", body: #"{"delay_ms":3000}"#).status == 200)
+        let started = ContinuousClock.now
+        do {
+            _ = try await client.send(alert(), timeout: .milliseconds(300))
+            Issue.record("a 3 s answer beat a 300 ms timeout")
+        } catch {
+            #expect(error.code == .timeout)
+            #expect(error.isRetryable)
+        }
+        #expect(ContinuousClock.now - started < .seconds(2))
+        #expect(try await sandbox.admin("DELETE", "/faults").status == 200)
+        #expect(try await client.send(alert()).status == 200)
+        await client.shutdown()
+    }
+
+    @Test func aFullQueueIsBackPressureNotMemory() async throws {
+        let sandbox = try await SandboxProcess()
+        #expect(try await sandbox.admin("PUT", "/faults", body: #"{"delay_ms":500}"#).status == 200)
+        let client = try makeClient(sandbox) {
+            $0.connections = 1
+            $0.maximumPendingRequests = 50
+        }
+        _ = try await client.send(alert())
+        // Callers outrun the connection: at most 50 wait in the queue, the rest are refused at once
+        // (and every caller hears something).
+        let results = await sendAll(client, (0..<1200).map { _ in alert(SandboxProcess.randomToken()) })
+        let overloaded = results.filter { if case .failure(let error) = $0 { error.code == .overloaded } else { false } }.count
+        let accepted = results.filter { (try? $0.get().status) == 200 }.count
+        #expect(overloaded > 0)
+        #expect(accepted + overloaded == 1200)
+        #expect(accepted >= 50)
+        #expect(client.pendingRequests == 0)
+        await client.shutdown()
+    }
+
+    @Test func anUntrustedServerIsRefused() async throws {
+        let sandbox = try await SandboxProcess()
+        var configuration = APNsClientConfiguration(endpoint: try APNsEndpoint(url: sandbox.endpointURL), credentials: .token(SandboxProcess.signingKey))
+        configuration.requestTimeout = .seconds(10)
+        let client = try APNsClient(configuration: configuration, logger: .init(label: "test"))
+        do {
+            _ = try await client.send(alert())
+            Issue.record("a self-signed server was trusted without its CA")
+        } catch {
+            #expect(error.code == .connectFailed)
+            #expect(error.message.contains("not trusted"), "\(error)")
+        }
+        await client.shutdown()
+
+        // The name is checked too: the sandbox's certificate is for 127.0.0.1 and localhost only.
+        let wrongName = try makeClient(sandbox) { $0.endpoint = APNsEndpoint(host: "127.0.0.2", port: sandbox.port) }
+        await #expect(throws: APNsClientError.self) { try await wrongName.send(alert()) }
+        await wrongName.shutdown()
+
+        let byName = try makeClient(sandbox) { $0.endpoint = APNsEndpoint(host: "localhost", port: sandbox.port) }
+        #expect(try await byName.send(alert()).status == 200)
+        await byName.shutdown()
+    }
+
+    @Test func nobodyListeningFailsFastAndRetryably() async throws {
+        var configuration = APNsClientConfiguration(
+            endpoint: APNsEndpoint(host: "127.0.0.1", port: TestServers.freePort()), credentials: .token(SandboxProcess.signingKey)
+        )
+        configuration.requestTimeout = .seconds(20)
+        let client = try APNsClient(configuration: configuration, logger: .init(label: "test"))
+        let started = ContinuousClock.now
+        do {
+            _ = try await client.send(alert())
+            Issue.record("sent to a closed port")
+        } catch {
+            #expect(error.code == .connectFailed)
+            #expect(error.isRetryable)
+        }
+        #expect(ContinuousClock.now - started < .seconds(5))
+        await client.shutdown()
+        do {
+            _ = try await client.send(alert())
+            Issue.record("sent after shutdown")
+        } catch {
+            #expect(error.code == .shutdown)
+        }
+    }
+
+    @Test func endpointsParseLikeApplesAndRefuseTheRest() throws {
+        #expect(APNsEndpoint.production.authority == "api.push.apple.com")
+        #expect(APNsEndpoint.development.authority == "api.sandbox.push.apple.com")
+        #expect(try APNsEndpoint(url: "https://api.push.apple.com:2197").authority == "api.push.apple.com:2197")
+        #expect(try APNsEndpoint(url: "https://127.0.0.1:2197") == APNsEndpoint(host: "127.0.0.1", port: 2197))
+        #expect(try APNsEndpoint(url: "https://[::1]:2197").host == "::1")
+        for bad in ["http://api.push.apple.com", "https://", "api.push.apple.com", "https://h/3/device", "https://h?x=1"] {
+            #expect(throws: APNsClientError.self, "\(bad)") { try APNsEndpoint(url: bad) }
+        }
+    }
+}
