@@ -86,3 +86,32 @@ import Testing
         #expect(InvalidTokenReport.quickEvent(Array(#"{"app":"a","token":"\#(hex)","reason":"Unregistered"}"#.utf8)) == nil)
     }
 }
+
+/// Differential fuzzing: registration-like bodies with random edits. Whenever the fast reader answers,
+/// JSONSerialization must accept the body and give the same object.
+@Suite struct JSONObjectReaderFuzzTests {
+    @Test func wheneverTheReaderAnswersJSONSerializationAgrees() throws {
+        var generator = SplitMix64(seed: 0x0B0D_1E5)
+        let seeds = JSONObjectReaderTests.accepted + [
+            #"{"user": "alice", "locale": "zh-Hant-TW", "environment": "sandbox", "topics": ["news"], "device": {"uuid": "U-1", "name": "Zoë"}, "settings": {"alert": true, "badge": false}}"#
+        ]
+        let alphabet = Array(#"{}[]":,\ nulltruefalse0123456789-.eEu"\/bfnrt"#.utf8) + [0x00, 0x1F, 0x7F, 0xC3, 0xA9, 0xFF, 0xED, 0xA0, 0x80]
+        var answered = 0
+        for round in 0..<4000 {
+            var bytes = Array(seeds[Int(generator.next() % UInt64(seeds.count))].utf8)
+            for _ in 0..<Int(generator.next() % 4) + 1 {
+                let position = Int(generator.next() % UInt64(bytes.count + 1))
+                switch generator.next() % 3 {
+                case 0: bytes.insert(alphabet[Int(generator.next() % UInt64(alphabet.count))], at: position)
+                case 1: if position < bytes.count { bytes.remove(at: position) }
+                default: if position < bytes.count { bytes[position] = alphabet[Int(generator.next() % UInt64(alphabet.count))] }
+                }
+            }
+            guard let fast = JSONObjectReader.object(bytes) else { continue }
+            answered += 1
+            let reference = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any]
+            #expect(reference.map { JSONObjectReaderTests.same(fast, $0) } == true, "round \(round): \(String(decoding: bytes, as: UTF8.self))")
+        }
+        #expect(answered > 100, "the edits leave enough valid bodies to compare (\(answered))")
+    }
+}

@@ -69,3 +69,46 @@ import Testing
         #expect(first.bytes == [UInt8](repeating: 0xAB, count: 32))
     }
 }
+
+/// Random and cut-up streams: the parser never traps, and either returns records that tile the
+/// stream or names an offset inside it.
+@Suite struct LegacyFeedbackStreamFuzzTests {
+    @Test func randomStreamsParseOrFailAtAnOffsetInside() {
+        var generator = SplitMix64(seed: 0xFEED_BAC4)
+        let token = try! DeviceToken(normalizing: String(repeating: "5a", count: 32))
+        for round in 0..<3000 {
+            var bytes: [UInt8]
+            if round % 2 == 0 {
+                bytes = (0..<Int(generator.next() % 200)).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
+            } else {
+                // A valid stream, cut at a random place and with a random byte changed.
+                bytes = LegacyFeedbackStream.encode(Array(repeating: (UInt32(round), token), count: Int(generator.next() % 5) + 1))
+                bytes = Array(bytes.prefix(Int(generator.next() % UInt64(bytes.count + 1))))
+                if !bytes.isEmpty, generator.next() % 2 == 0 {
+                    bytes[Int(generator.next() % UInt64(bytes.count))] = UInt8(truncatingIfNeeded: generator.next())
+                }
+            }
+            do {
+                let records = try LegacyFeedbackStream.parse(bytes)
+                let consumed = records.reduce(0) { $0 + LegacyFeedbackStream.headerSize + $1.token.hex.utf8.count / 2 }
+                #expect(consumed == bytes.count, "round \(round)")
+            } catch {
+                let offset = error.offset ?? -1
+                #expect(offset >= 0 && offset < bytes.count, "round \(round): \(error)")
+            }
+        }
+    }
+}
+
+/// A small deterministic generator, so a failing round can be replayed.
+struct SplitMix64: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
