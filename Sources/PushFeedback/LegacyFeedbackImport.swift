@@ -24,9 +24,14 @@ public enum LegacyFeedbackImport {
 
     /// Applies `reports` in batches of `batchSize` (one pipeline and one set of confirmed events each).
     ///
+    /// A token this registry removed recently (its removal note still exists, see
+    /// ``FeedbackConfiguration/removalNoteLifetime``) is announced again: an earlier run that failed
+    /// may have removed it without its event being confirmed. Listeners tolerate duplicates; a lost
+    /// event would not be recovered.
+    ///
     /// - Parameter progress: called after each batch with the reports done so far.
     /// - Throws: ``ImportError`` when Redis or the broker failed, saying how far it got; running the
-    ///   import again is safe (tokens already removed are not found, and announced again).
+    ///   import again is safe.
     public static func apply(
         _ reports: [InvalidTokenReport],
         records: Int,
@@ -41,7 +46,7 @@ public enum LegacyFeedbackImport {
         while done < reports.count {
             let batch = Array(reports[done..<Swift.min(done + size, reports.count)])
             do {
-                tally += try await remover.apply(batch, now: now(), reannounce: false)
+                tally += try await remover.apply(batch, now: now(), reannounce: true)
             } catch {
                 throw ImportError(applied: done, total: reports.count, underlying: error)
             }

@@ -24,7 +24,7 @@ extension PushctlCommand.Feedback {
         static let configuration = CommandConfiguration(
             abstract: "Remove the tokens a legacy APNs feedback dump lists, under the invalid-token rule.",
             discussion: """
-                Reads the binary stream Apple's retired feedback service sent (repeated records: 4-byte big-endian time in seconds since 1970, 2-byte big-endian token length, the token bytes) from FILE, or from standard input with -. The whole stream is parsed first: a truncated or corrupt stream is refused with the byte offset of the bad record, and nothing is removed. Then each token is removed from the registry unless it was registered again after its time, and each removal is announced as token.removed (reason Unregistered) on push.events. Safe to run twice.
+                Reads the binary stream Apple's retired feedback service sent (repeated records: 4-byte big-endian time in seconds since 1970, 2-byte big-endian token length, the token bytes) from FILE, or from standard input with -. The whole stream is parsed first: a truncated or corrupt stream is refused with the byte offset of the bad record, and nothing is removed. Then each token is removed from the registry unless it was registered again after its time, and each removal is announced as token.removed (reason Unregistered) on push.events. Safe to run twice: a token removed within the last hour is announced again, so a run cut short loses no event.
                 """
         )
 

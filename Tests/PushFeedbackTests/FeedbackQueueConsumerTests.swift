@@ -83,6 +83,33 @@ struct FeedbackQueueConsumerTests {
         }
     }
 
+    /// A push-feedback that removed a token and died before announcing it or acking: the broker
+    /// redelivers the event, which finds the token gone, and the removal is announced all the same.
+    @Test func aRedeliveredEventAnnouncesARemovalWhoseFirstTryDied() async throws {
+        try await withFeedbackFixture("crashed") { fixture in
+            let token = fixture.token(9)
+            try await fixture.register(token, user: "finn", at: 1_000)
+            try await fixture.publishFeedback(fixture.feedbackBody(token, timestamp: 2_000))
+            let crashing = AMQPConnection(configuration: fixture.amqp.configuration, logger: FeedbackFixture.logger)
+            try await crashing.waitUntilConnected(timeout: .seconds(15))
+            var deliveries = crashing.consume(queue: fixture.names.feedback.name, prefetch: 1).makeAsyncIterator()
+            let first = try #require(try await deliveries.next())
+            #expect(!first.redelivered)
+            let report = try InvalidTokenReport(feedbackBody: first.body)
+            _ = try await fixture.remover().remove([report], now: 40_000, reannounce: { _ in false })
+            await crashing.close()  // never acked: back in the queue, marked redelivered
+
+            try await fixture.runConsumer { _ in
+                let events = try await fixture.removedEvents(count: 1)
+                #expect(events == [PushEvent.tokenRemoved(app: fixture.app, token: token.hex, reason: "Unregistered", at: 40_000)])
+                try await eventually("the redelivered event is consumed") { try await fixture.depth(fixture.names.feedback.name) == 0 }
+            }
+            #expect(try await fixture.record(token) == nil)
+            #expect(try await fixture.members(fixture.keys.user("finn")).isEmpty)
+            #expect(try await fixture.depth(fixture.names.dead) == 0)
+        }
+    }
+
     @Test func malformedEventsAreDeadLetteredWithTheReasonAndTheRestIsProcessed() async throws {
         try await withFeedbackFixture("malformed") { fixture in
             let token = fixture.token(7)

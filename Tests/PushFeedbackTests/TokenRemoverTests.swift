@@ -82,6 +82,13 @@ struct TokenRemoverTests {
             #expect(try await fixture.members(fixture.keys.topic("news")).isEmpty)
             let events = try await fixture.removedEvents(count: 1)
             #expect(events == [PushEvent.tokenRemoved(app: fixture.app, token: gone.hex, reason: "Unregistered", at: 9_000_000)])
+
+            // A second run (as after one cut short) changes nothing and announces the removal again.
+            let again = try await LegacyFeedbackImport.apply(parsed.reports, records: parsed.records, remover: fixture.remover(), now: { 9_500_000 })
+            #expect(again.tally.removed == 0 && again.tally.kept == 1 && again.tally.notFound == 2)
+            let repeated = try await fixture.removedEvents(count: 1)
+            #expect(repeated == events, "announced again from its removal note, with the first removal's time")
+            #expect(try await fixture.record(back)?.updatedAt == 5_000_000)
         }
     }
 
