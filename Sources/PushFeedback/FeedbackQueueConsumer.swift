@@ -162,6 +162,7 @@ public struct FeedbackQueueConsumer: Service {
                 work[index] = Work(outcome: .malformed, messages: [deadLetter(delivery, reason: error.message)])
             }
         }
+        var firstRetryReason: String?
         if !reports.isEmpty {
             do {
                 let steps = try await remover.remove(reports, now: now) { [deliveries, owners] report in
@@ -182,6 +183,7 @@ public struct FeedbackQueueConsumer: Service {
                     case .success(.notFound):
                         work[index].outcome = .notFound
                     case .failure(let error) where error.isRetryable:
+                        firstRetryReason = firstRetryReason ?? error.message
                         work[index] = retry(deliveries[index], error: error)
                     case .failure(let error):
                         logger.error("registry refused a feedback event", metadata: ["push.error": "\(error.message)"])
@@ -190,8 +192,17 @@ public struct FeedbackQueueConsumer: Service {
                     if let event = step.event { work[index].messages.append(remover.message(for: event)) }
                 }
             } catch {
+                firstRetryReason = error.message
                 for index in owners { work[index] = retry(deliveries[index], error: error) }
             }
+        }
+        let retried = work.filter { $0.outcome == .retried }.count
+        if retried > 0 {
+            // One line per batch: a Redis outage would otherwise log every event.
+            logger.warning(
+                "registry unavailable; feedback events scheduled for retry",
+                metadata: ["push.retried": "\(retried)", "push.error": "\(firstRetryReason ?? "unknown")"]
+            )
         }
         return await publish(work)
     }
@@ -269,10 +280,6 @@ public struct FeedbackQueueConsumer: Service {
             logger.error("registry unavailable; retries used up", metadata: ["push.error": "\(error.message)", "push.retries": "\(retries)"])
             return Work(outcome: .refused, messages: [deadLetter(delivery, reason: "token registry unavailable after \(retries) retries: \(error.message)")])
         }
-        logger.warning(
-            "registry unavailable; feedback event scheduled for retry",
-            metadata: ["push.error": "\(error.message)", "push.retry_queue": "\(target)", "push.retries": "\(retries + 1)"]
-        )
         var properties = delivery.properties
         properties.headers[Self.retriesHeader] = .int64(Int64(retries + 1))
         // Retry tiers dead-letter back to the work queue through the default exchange.

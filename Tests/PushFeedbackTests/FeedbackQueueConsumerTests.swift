@@ -2,6 +2,7 @@ import AMQP
 import Foundation
 import PushCore
 import PushFeedback
+import Redis
 import ServiceLifecycle
 import Testing
 import TestSupport
@@ -108,6 +109,27 @@ struct FeedbackQueueConsumerTests {
             #expect(try await fixture.members(fixture.keys.user("finn")).isEmpty)
             #expect(try await fixture.depth(fixture.names.dead) == 0)
         }
+    }
+
+    @Test func anUnavailableRedisSendsTheEventsToTheFirstRetryTier() async throws {
+        let unreachable = try RedisConfiguration(url: "redis://127.0.0.1:1/0?connect_timeout_ms=200&command_timeout_ms=300&pool_size=1")
+        let downRedis = RedisClient(configuration: unreachable, logger: FeedbackFixture.logger)
+        try await withFeedbackFixture("unavailable", registryRedis: downRedis) { fixture in
+            let bodies = [fixture.feedbackBody(fixture.token(11), timestamp: 2_000), fixture.feedbackBody(fixture.token(12), timestamp: 2_000)]
+            let tier = fixture.names.feedback.retryQueue(tier: 0)
+            try await fixture.runConsumer { _ in
+                for body in bodies { try await fixture.publishFeedback(body) }
+                try await eventually("both events reach \(tier)") { try await fixture.depth(tier) == 2 }
+            }
+            // Taken off the tier before its 5 s delay sends them back.
+            let retried = try await fixture.receive(from: tier, count: 2)
+            #expect(Set(retried.map { String(decoding: $0.body, as: UTF8.self) }) == Set(bodies))
+            #expect(retried.allSatisfy { $0.properties.headers[FeedbackQueueConsumer.retriesHeader]?.intValue == 1 })
+            #expect(try await fixture.depth(fixture.names.feedback.name) == 0)
+            #expect(try await fixture.depth(fixture.names.dead) == 0)
+            #expect(try await fixture.depth(fixture.events) == 0)
+        }
+        await downRedis.close()
     }
 
     @Test func malformedEventsAreDeadLetteredWithTheReasonAndTheRestIsProcessed() async throws {

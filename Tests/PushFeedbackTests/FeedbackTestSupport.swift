@@ -150,7 +150,7 @@ struct FeedbackTestFailure: Error, CustomStringConvertible {
 }
 
 /// Declares a fresh topology, an events queue and an app, runs `body`, then removes queues and keys.
-func withFeedbackFixture(_ name: String, _ body: (FeedbackFixture) async throws -> Void) async throws {
+func withFeedbackFixture(_ name: String, registryRedis: RedisClient? = nil, _ body: (FeedbackFixture) async throws -> Void) async throws {
     let names = PushQueues(prefix: TestServers.uniqueName("feedback-\(name)"))
     let app = TestServers.uniqueName("com.test.feedback-\(name)")
     let keyPrefix = TestServers.uniqueName("fbtest")
@@ -174,7 +174,7 @@ func withFeedbackFixture(_ name: String, _ body: (FeedbackFixture) async throws 
         configuration: RedisConfiguration(url: TestServers.redisURL, source: "PUSH_TEST_REDIS_URL"),
         logger: FeedbackFixture.logger
     )
-    let registry = TokenRegistry(redis: redis, keyPrefix: keyPrefix)
+    let registry = TokenRegistry(redis: registryRedis ?? redis, keyPrefix: keyPrefix)
     let fixture = FeedbackFixture(
         names: names,
         app: app,
