@@ -6,11 +6,12 @@
 #
 # Starts `scripts/rabbitmq.sh --name feedback-bench` and `scripts/redis.sh --name feedback-bench`
 # (AOF, appendfsync everysec, like every local Redis; flushed first), runs the `feedback-bench`
-# executable (Sources/feedback-bench: setup, then the timed run), prints its figures and the load
-# of the machine, and stops both servers again (dropping their data), also on failure or Ctrl-C.
+# executable (Sources/feedback-bench: setup, then the timed run) without and then with a listener
+# queue bound to token.removed, prints its figures, CPU shares and the load of the machine, and stops
+# both servers again (dropping their data), also on failure or Ctrl-C.
 #
-# Environment: FEEDBACK_BENCH_COUNT (100000), FEEDBACK_BENCH_BATCH (500), FEEDBACK_BENCH_IN_FLIGHT (4),
-# FEEDBACK_BENCH_AMQP_PORT (36700), FEEDBACK_BENCH_REDIS_PORT (36721), FEEDBACK_BENCH_SCRATCH (.build),
+# Environment: FEEDBACK_BENCH_LISTENER (0 or 1: that run only), FEEDBACK_BENCH_COUNT (100000),
+# FEEDBACK_BENCH_BATCH (500), FEEDBACK_BENCH_IN_FLIGHT (4), FEEDBACK_BENCH_AMQP_PORT (36700), FEEDBACK_BENCH_REDIS_PORT (36721), FEEDBACK_BENCH_SCRATCH (.build),
 # FEEDBACK_BENCH_SKIP_BUILD=1 (use the binary already built).
 set -euo pipefail
 
@@ -43,6 +44,12 @@ echo "machine: $(nproc) cores, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 REDIS_PID=$(cat "$ROOT/.local/redis-feedback-bench/redis.pid")
 RABBIT_PID=$(cat "$ROOT/.local/rabbitmq-feedback-bench/rabbitmq.pid")
 echo "redis pid $REDIS_PID, rabbitmq pid $RABBIT_PID"
-PUSH_AMQP_URL="amqp://guest:guest@127.0.0.1:$AMQP_PORT/%2f" PUSH_REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0" \
-    FEEDBACK_BENCH_SERVER_PIDS="$REDIS_PID,$RABBIT_PID" "$BINARY"
+# Twice unless FEEDBACK_BENCH_LISTENER says which: with nobody bound to token.removed (push-feedback's
+# own work), then with a durable listener queue storing every event (what a subscriber adds).
+for listener in ${FEEDBACK_BENCH_LISTENER:-0 1}; do
+    redis-cli -p "$REDIS_PORT" FLUSHALL >/dev/null
+    echo "-- listener queue on token.removed: $([[ $listener == 0 ]] && echo none || echo durable)"
+    PUSH_AMQP_URL="amqp://guest:guest@127.0.0.1:$AMQP_PORT/%2f" PUSH_REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0" \
+        FEEDBACK_BENCH_SERVER_PIDS="$REDIS_PID,$RABBIT_PID" FEEDBACK_BENCH_LISTENER=$listener "$BINARY"
+done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
