@@ -11,8 +11,9 @@
 # both servers again (dropping their data), also on failure or Ctrl-C.
 #
 # Environment: FEEDBACK_BENCH_LISTENER (0 or 1: that run only), FEEDBACK_BENCH_COUNT (100000),
-# FEEDBACK_BENCH_BATCH (500), FEEDBACK_BENCH_IN_FLIGHT (4), FEEDBACK_BENCH_AMQP_PORT (36700), FEEDBACK_BENCH_REDIS_PORT (36721), FEEDBACK_BENCH_SCRATCH (.build),
-# FEEDBACK_BENCH_SKIP_BUILD=1 (use the binary already built).
+# FEEDBACK_BENCH_BATCH (500), FEEDBACK_BENCH_IN_FLIGHT (4), FEEDBACK_BENCH_AMQP_PORT (36700),
+# FEEDBACK_BENCH_REDIS_PORT (36721), FEEDBACK_BENCH_SCRATCH (.build), FEEDBACK_BENCH_SKIP_BUILD=1
+# (use the binary already built).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
