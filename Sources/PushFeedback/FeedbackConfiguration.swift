@@ -11,7 +11,7 @@ public import PushServiceKit
 /// | `PUSH_FEEDBACK_BATCHES_IN_FLIGHT` | ``batchesInFlight`` | `4` | batches processed at once (1–64); the broker prefetch is `batch size × batches` (at most 65535) |
 /// | `PUSH_FEEDBACK_REMOVAL_NOTE_S` | ``removalNoteLifetime`` | `3600` | seconds a removal is remembered, so a redelivered event still announces it (0–604800; 0 = off) |
 /// | `PUSH_FEEDBACK_STALE_DAYS` | ``staleDays`` | `0` (off) | remove tokens not registered again for this many days (0–3650; 0 turns the sweep off) |
-/// | `PUSH_FEEDBACK_SWEEP_INTERVAL_S` | ``sweepInterval`` | `86400` | seconds between the starts of two sweeps of one app (more than 0) |
+/// | `PUSH_FEEDBACK_SWEEP_INTERVAL_S` | ``sweepInterval`` | `86400` | seconds from the end of one sweep of an app to the start of the next (more than 0) |
 /// | `PUSH_FEEDBACK_SWEEP_RATE` | ``sweepRate`` | `1000` | tokens examined per second at most, over all apps (1–1,000,000) |
 /// | `PUSH_FEEDBACK_SWEEP_BATCH` | ``sweepBatchSize`` | `200` | the `SSCAN` `COUNT` of one sweep step (1–10000) |
 ///
@@ -28,7 +28,7 @@ public struct FeedbackConfiguration: Sendable, Hashable {
     public var removalNoteLifetime: Duration
     /// Days without a registration after which the sweep removes a token; 0 = no sweep.
     public var staleDays: Int
-    /// How often each app is swept (from the start of one pass to the start of the next).
+    /// How often each app is swept: from the end of one pass to the start of the next.
     public var sweepInterval: Duration
     /// Tokens the sweep examines per second at most.
     public var sweepRate: Int
@@ -98,7 +98,7 @@ public struct FeedbackConfiguration: Sendable, Hashable {
           PUSH_FEEDBACK_BATCHES_IN_FLIGHT batches processed at once (default 4; prefetch = size × batches)
           PUSH_FEEDBACK_REMOVAL_NOTE_S    seconds a removal is remembered for redelivered events (default 3600; 0 = off)
           PUSH_FEEDBACK_STALE_DAYS        remove tokens not registered again for this many days (default 0 = no sweep)
-          PUSH_FEEDBACK_SWEEP_INTERVAL_S  seconds between two sweeps of one app (default 86400)
+          PUSH_FEEDBACK_SWEEP_INTERVAL_S  seconds from the end of one sweep of an app to the next (default 86400)
           PUSH_FEEDBACK_SWEEP_RATE        tokens the sweep examines per second at most (default 1000)
           PUSH_FEEDBACK_SWEEP_BATCH       SSCAN COUNT of one sweep step (default 200)
         """
