@@ -53,3 +53,9 @@ bench-ingest: deps-bench
 .PHONY: bench-render
 bench-render: deps-bench
 	@bash Benchmarks/render/run.sh
+
+# push-feedback: 100,000 feedback events through the consumer (release build, private RabbitMQ and
+# Redis, stopped afterwards). See Benchmarks/feedback/run.sh.
+.PHONY: bench-feedback
+bench-feedback: deps-bench
+	@bash Benchmarks/feedback/run.sh

@@ -21,6 +21,7 @@ let package = Package(
         .executable(name: "apns-sandbox", targets: ["apns-sandbox"]),
         .executable(name: "pushctl", targets: ["pushctl"]),
         .executable(name: "foundation-bench", targets: ["foundation-bench"]),
+        .executable(name: "feedback-bench", targets: ["feedback-bench"]),
         .executable(name: "render-bench", targets: ["render-bench"]),
     ],
     dependencies: [
@@ -156,6 +157,20 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .target(
+            name: "PushFeedback",
+            dependencies: [
+                "TokenRegistry",
+                "PushServiceKit",
+                "PushCore",
+                "AMQP",
+                "Redis",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
 
         // MARK: Pure core: the domain, no I/O
         .target(
@@ -186,9 +201,9 @@ let package = Package(
         .executableTarget(name: "push-ingest", dependencies: serviceDependencies + ["PushIngest", "TokenRegistry", "RateLimiting"], swiftSettings: swiftSettings),
         .executableTarget(name: "push-render", dependencies: serviceDependencies + ["PushRender"], swiftSettings: swiftSettings),
         .executableTarget(name: "push-send", dependencies: serviceDependencies, swiftSettings: swiftSettings),
-        .executableTarget(name: "push-feedback", dependencies: serviceDependencies, swiftSettings: swiftSettings),
+        .executableTarget(name: "push-feedback", dependencies: serviceDependencies + ["PushFeedback", "TokenRegistry"], swiftSettings: swiftSettings),
         .executableTarget(name: "apns-sandbox", dependencies: serviceDependencies + ["APNsSandbox"], swiftSettings: swiftSettings),
-        .executableTarget(name: "pushctl", dependencies: serviceDependencies + ["APNs", "TokenRegistry"], swiftSettings: swiftSettings),
+        .executableTarget(name: "pushctl", dependencies: serviceDependencies + ["APNs", "TokenRegistry", "PushFeedback"], swiftSettings: swiftSettings),
 
         // MARK: Benchmarks: executables that print figures (not timed tests)
         .executableTarget(name: "foundation-bench", dependencies: serviceDependencies, swiftSettings: swiftSettings),
@@ -196,6 +211,11 @@ let package = Package(
             name: "render-bench",
             dependencies: serviceDependencies + ["TestSupport"],
             path: "Benchmarks/render-bench",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "feedback-bench",
+            dependencies: serviceDependencies + ["PushFeedback", "TokenRegistry"],
             swiftSettings: swiftSettings
         ),
 
@@ -255,6 +275,21 @@ let package = Package(
                 "PushCore",
                 "PushServiceKit",
                 "TokenRegistry",
+                "AMQP",
+                "Redis",
+                "TestSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "PushFeedbackTests",
+            dependencies: [
+                "PushFeedback",
+                "TokenRegistry",
+                "PushServiceKit",
+                "PushCore",
                 "AMQP",
                 "Redis",
                 "TestSupport",
