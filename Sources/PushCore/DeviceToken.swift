@@ -13,7 +13,7 @@ public struct DeviceToken: Sendable, Hashable, Comparable, CustomStringConvertib
         if (64...200).contains(utf8.count), utf8.count % 2 == 0,
             utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) })
         {
-            self.hex = text
+            try self.init(checkedDigits: text, field: field)
             return
         }
         // Byte by byte: every registration and every feedback event comes through here. Anything
