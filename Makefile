@@ -42,3 +42,10 @@ clean-local:
 .PHONY: bench-ingest
 bench-ingest: deps-bench
 	@bash Benchmarks/ingest/run.sh
+
+# The APNs client against an APNSwift-style sender (AsyncHTTPClient) and aioapns, all against one
+# apns-sandbox on loopback (release builds; the sandbox is stopped afterwards). See
+# Benchmarks/apns-compare/README.md.
+.PHONY: bench-apns
+bench-apns: deps
+	@bash Benchmarks/apns-compare/run.sh
