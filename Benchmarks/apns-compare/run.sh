@@ -158,7 +158,11 @@ run() {
     local load sandbox0 sandbox1 status=0
     load=$(awk '{print $1}' /proc/loadavg)
     sandbox0=$(process_cpu "$SANDBOX_PID")
-    timeout --kill-after=10 "$RUN_TIMEOUT" /usr/bin/time -f '%U %S %M' -o "$times" "${command[@]}" >"$out" 2>"$OUT_DIR/$tool-$k-$rep.err" || status=$?
+    # `timeout --foreground` keeps the client in this script's process group, so Ctrl-C reaches it
+    # (without it, timeout makes a group of its own and an interrupted run would go on in the
+    # background). /usr/bin/time reports the client's CPU and peak RSS (timeout's own is negligible).
+    /usr/bin/time -f '%U %S %M' -o "$times" timeout --foreground --kill-after=10 "$RUN_TIMEOUT" "${command[@]}" \
+        >"$out" 2>"$OUT_DIR/$tool-$k-$rep.err" || status=$?
     sandbox1=$(process_cpu "$SANDBOX_PID")
     kill -0 "$SANDBOX_PID" 2>/dev/null || die "apns-sandbox died during $tool (see $OUT_DIR/apns-sandbox.log)"
     if ((status != 0)) || [[ ! -s $out ]]; then

@@ -1,7 +1,6 @@
 import ArgumentParser
 import Crypto
 import Foundation
-import Logging
 import Synchronization
 
 /// `ahc-bench`: sends N notifications through ``APNsSender`` (what APNSwift does, on AsyncHTTPClient)
@@ -64,17 +63,12 @@ struct AHCBenchCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let trace = traceConnections
-        var connectionLogger = Logger(label: "ahc-bench", factory: { label -> any LogHandler in
-            trace ? StreamLogHandler.standardError(label: label) : SwiftLogNoOpLogHandler()
-        })
-        connectionLogger.logLevel = .debug
         // One throw-away key per sender (each APNSwift client holds its own key).
         let senders = (0..<connections).map { _ in
             APNsSender(
                 endpoint: endpoint, caFile: caFile,
                 tokens: ProviderTokenCache(privateKey: P256.Signing.PrivateKey(), keyID: "BENCHKEY01", teamID: "BENCHTEAM1"),
-                connectionLogger: connectionLogger
+                traceConnections: traceConnections
             )
         }
         let deviceTokens = (0..<tokens).map { _ in (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined() }

@@ -38,15 +38,19 @@ final class APNsSender: Sendable {
     /// - Parameters:
     ///   - endpoint: e.g. `https://127.0.0.1:2197`.
     ///   - caFile: PEM CA to trust instead of the system's (apns-sandbox's `--ca-out`).
-    ///   - connectionLogger: AsyncHTTPClient's background-activity logger (connection set-up and
-    ///     teardown); `--trace-connections` makes it print at debug level.
-    init(endpoint: String, caFile: String?, tokens: ProviderTokenCache, connectionLogger: Logger) {
+    ///   - traceConnections: Log AsyncHTTPClient's connection activity and every GOAWAY received to
+    ///     stderr (debug level); otherwise nothing is logged.
+    init(endpoint: String, caFile: String?, tokens: ProviderTokenCache, traceConnections: Bool) {
+        var connectionLogger = Logger(label: "ahc-bench", factory: { label -> any LogHandler in
+            traceConnections ? StreamLogHandler.standardError(label: label) : SwiftLogNoOpLogHandler()
+        })
+        connectionLogger.logLevel = .debug
         var tls = TLSConfiguration.makeClientConfiguration()
         if let caFile { tls.trustRoots = .file(caFile) }
         var configuration = HTTPClient.Configuration()
         configuration.tlsConfiguration = tls
         configuration.httpVersion = .automatic
-        if connectionLogger.handler is StreamLogHandler {
+        if traceConnections {
             configuration.http2ConnectionDebugInitializer = { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(GoAwayLogger(logger: connectionLogger))
