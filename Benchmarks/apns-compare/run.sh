@@ -64,13 +64,25 @@ mkdir -p "$OUT_DIR"
 
 # MARK: build
 
+# build LOG ARGS…: swift build with its output in LOG; prints the last line, or the last 30 and stops.
+build() {
+    local log=$1
+    shift
+    if swift build -c release "$@" >"$log" 2>&1; then
+        tail -1 "$log"
+    else
+        tail -30 "$log" >&2
+        die "swift build $* failed (full output in $log)"
+    fi
+}
+
 if [[ ${APNS_BENCH_SKIP_BUILD:-} != 1 ]]; then
     say "building pushctl and apns-sandbox (release)"
-    swift build -c release --scratch-path "$SCRATCH" --product pushctl 2>&1 | tail -1
-    swift build -c release --scratch-path "$SCRATCH" --product apns-sandbox 2>&1 | tail -1
+    build "$OUT_DIR/build-pushctl.log" --scratch-path "$SCRATCH" --product pushctl
+    build "$OUT_DIR/build-apns-sandbox.log" --scratch-path "$SCRATCH" --product apns-sandbox
     if [[ " $TOOLS " == *" ahc"* ]]; then
         say "building ahc-bench (release; its own package in $AHC_DIR)"
-        swift build -c release --package-path "$AHC_DIR" 2>&1 | tail -1
+        build "$OUT_DIR/build-ahc-bench.log" --package-path "$AHC_DIR"
     fi
 fi
 BIN="$SCRATCH/release"
