@@ -59,3 +59,10 @@ bench-render: deps-bench
 .PHONY: bench-feedback
 bench-feedback: deps-bench
 	@bash Benchmarks/feedback/run.sh
+
+# The APNs client against an APNSwift-style sender (AsyncHTTPClient) and aioapns, all against one
+# apns-sandbox on loopback (release builds; the sandbox is stopped afterwards). See
+# Benchmarks/apns-compare/README.md.
+.PHONY: bench-apns
+bench-apns: deps
+	@bash Benchmarks/apns-compare/run.sh
