@@ -8,7 +8,7 @@ SHELL := /bin/bash
 FILTER ?=
 export FILTER
 
-.PHONY: deps deps-bench build test run bench clean-local
+.PHONY: deps deps-bench build test run demo bench clean-local
 
 deps:
 	@bash scripts/install-deps.sh
@@ -28,6 +28,11 @@ test: deps
 run: build
 	@bash scripts/run-local.sh
 
+# The whole path once on a private stack: register a device, publish a localized push, print what
+# apns-sandbox received, stop everything.
+demo: build
+	@bash scripts/demo.sh
+
 bench: deps-bench
 	swift build -c release --product foundation-bench
 	@bash scripts/with-test-servers.sh bash -c \
@@ -42,6 +47,25 @@ clean-local:
 .PHONY: bench-ingest
 bench-ingest: deps-bench
 	@bash Benchmarks/ingest/run.sh
+
+# push-render fanning one {"all": true} request out over 1,000,000 registered tokens (release
+# build, private RabbitMQ and Redis, stopped afterwards). See Benchmarks/render/run.sh.
+.PHONY: bench-render
+bench-render: deps-bench
+	@bash Benchmarks/render/run.sh
+
+# push-feedback: 100,000 feedback events through the consumer (release build, private RabbitMQ and
+# Redis, stopped afterwards). See Benchmarks/feedback/run.sh.
+.PHONY: bench-feedback
+bench-feedback: deps-bench
+	@bash Benchmarks/feedback/run.sh
+
+# The APNs client against an APNSwift-style sender (AsyncHTTPClient) and aioapns, all against one
+# apns-sandbox on loopback (release builds; the sandbox is stopped afterwards). See
+# Benchmarks/apns-compare/README.md.
+.PHONY: bench-apns
+bench-apns: deps
+	@bash Benchmarks/apns-compare/run.sh
 
 # push-send draining 1,000,000 pre-filled tokens into apns-sandbox (release build, private RabbitMQ,
 # Redis and sandbox, stopped afterwards). Prints notifications/s, peak RSS and the CPU split.

@@ -21,6 +21,8 @@ let package = Package(
         .executable(name: "apns-sandbox", targets: ["apns-sandbox"]),
         .executable(name: "pushctl", targets: ["pushctl"]),
         .executable(name: "foundation-bench", targets: ["foundation-bench"]),
+        .executable(name: "feedback-bench", targets: ["feedback-bench"]),
+        .executable(name: "render-bench", targets: ["render-bench"]),
         .executable(name: "send-bench", targets: ["send-bench"]),
     ],
     dependencies: [
@@ -158,6 +160,36 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // push-render: push requests → rendered payloads → send batches.
+        .target(
+            name: "PushRender",
+            dependencies: [
+                "AMQP",
+                "Redis",
+                "PushCore",
+                "PushServiceKit",
+                "TokenRegistry",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "PushFeedback",
+            dependencies: [
+                "TokenRegistry",
+                "PushServiceKit",
+                "PushCore",
+                "AMQP",
+                "Redis",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+
         // MARK: Pure core: the domain, no I/O
         .target(
             name: "PushCore",
@@ -185,15 +217,26 @@ let package = Package(
 
         // MARK: Executables: argument parsing and wiring only
         .executableTarget(name: "push-ingest", dependencies: serviceDependencies + ["PushIngest", "TokenRegistry", "RateLimiting"], swiftSettings: swiftSettings),
-        .executableTarget(name: "push-render", dependencies: serviceDependencies, swiftSettings: swiftSettings),
+        .executableTarget(name: "push-render", dependencies: serviceDependencies + ["PushRender"], swiftSettings: swiftSettings),
         .executableTarget(name: "push-send", dependencies: serviceDependencies + ["PushSend"], swiftSettings: swiftSettings),
-        .executableTarget(name: "push-feedback", dependencies: serviceDependencies, swiftSettings: swiftSettings),
+        .executableTarget(name: "push-feedback", dependencies: serviceDependencies + ["PushFeedback", "TokenRegistry"], swiftSettings: swiftSettings),
         .executableTarget(name: "apns-sandbox", dependencies: serviceDependencies + ["APNsSandbox"], swiftSettings: swiftSettings),
-        .executableTarget(name: "pushctl", dependencies: serviceDependencies + ["APNs"], swiftSettings: swiftSettings),
+        .executableTarget(name: "pushctl", dependencies: serviceDependencies + ["APNs", "TokenRegistry", "PushFeedback"], swiftSettings: swiftSettings),
 
         // MARK: Benchmarks: executables that print figures (not timed tests)
         .executableTarget(name: "foundation-bench", dependencies: serviceDependencies, swiftSettings: swiftSettings),
         .executableTarget(name: "send-bench", dependencies: serviceDependencies, swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "render-bench",
+            dependencies: serviceDependencies + ["TestSupport"],
+            path: "Benchmarks/render-bench",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "feedback-bench",
+            dependencies: serviceDependencies + ["PushFeedback", "TokenRegistry"],
+            swiftSettings: swiftSettings
+        ),
 
         // MARK: Tests
         .testTarget(name: "PushCoreTests", dependencies: ["PushCore"], swiftSettings: swiftSettings),
@@ -261,8 +304,47 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "PushRenderTests",
+            dependencies: [
+                "PushRender",
+                "APNs",
+                "PushCore",
+                "PushServiceKit",
+                "TokenRegistry",
+                "AMQP",
+                "Redis",
+                "TestSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "PushFeedbackTests",
+            dependencies: [
+                "PushFeedback",
+                "TokenRegistry",
+                "PushServiceKit",
+                "PushCore",
+                "AMQP",
+                "Redis",
+                "TestSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "APNsTests",
             dependencies: ["APNs", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "PushctlTests",
+            dependencies: [
+                "AMQP", "Redis", "PushCore", "PushServiceKit", "TokenRegistry", "TestSupport",
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

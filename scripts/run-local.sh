@@ -14,7 +14,9 @@
 # services (SIGKILL after PUSH_RUN_STOP_TIMEOUT s, default 20), then apns-sandbox, then RabbitMQ and
 # Redis. With PUSH_RUN_KEEP_GOING=1 a service that exits is reported and the others keep running.
 # Environment: PUSH_BIN_DIR (default <package root>/.build/debug), PUSH_LOCAL_DIR, and any PUSH_*
-# setting the services read (PUSH_LOG_LEVEL, PUSH_APPS_FILE, ...).
+# setting the services read (PUSH_LOG_LEVEL, PUSH_APPS_FILE, ...). A second stack beside the first
+# (make demo): PUSH_RUN_NAME (instance name, dev), PUSH_RUN_AMQP_PORT, PUSH_RUN_REDIS_PORT,
+# PUSH_RUN_SANDBOX_PORT, PUSH_RUN_SANDBOX_ADMIN_PORT, PUSH_RUN_HTTP_PORTS ("8080 9101 9102 9103").
 set -uo pipefail
 
 SCRIPTS="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -25,7 +27,7 @@ PROG=run-local
 case ${1:-} in
     "") ;;
     -h | --help)
-        sed -n '2,19s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+        sed -n '2,21s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
         exit 0
         ;;
     *)
@@ -36,11 +38,13 @@ esac
 
 cd "$PUSH_ROOT" || exit 1
 BIN_DIR="${PUSH_BIN_DIR:-$PUSH_ROOT/.build/debug}"
-AMQP_PORT=5672
-REDIS_PORT=6379
-SANDBOX_PORT=2197
-SANDBOX_ADMIN_PORT=2198
-CA_FILE="$PUSH_LOCAL_DIR/apns-sandbox-ca.pem"
+INSTANCE="${PUSH_RUN_NAME:-dev}"
+AMQP_PORT="${PUSH_RUN_AMQP_PORT:-5672}"
+REDIS_PORT="${PUSH_RUN_REDIS_PORT:-6379}"
+SANDBOX_PORT="${PUSH_RUN_SANDBOX_PORT:-2197}"
+SANDBOX_ADMIN_PORT="${PUSH_RUN_SANDBOX_ADMIN_PORT:-2198}"
+read -r -a SERVICE_PORTS <<<"${PUSH_RUN_HTTP_PORTS:-8080 9101 9102 9103}"
+CA_FILE="$PUSH_LOCAL_DIR/apns-sandbox-ca-$INSTANCE.pem"
 STOP_TIMEOUT="${PUSH_RUN_STOP_TIMEOUT:-20}"
 
 log() { printf '%-13s | %s\n' "$PROG" "$*"; }
@@ -100,8 +104,8 @@ cleanup() {
     ((${#SERVICE_PIDS[@]})) && stop_pids "${SERVICE_PIDS[@]}"
     [[ -n $SANDBOX_PID ]] && stop_pids "$SANDBOX_PID"
     if [[ -n $servers_started ]]; then
-        bash "$SCRIPTS/rabbitmq.sh" stop --name dev 2>&1 | sed -u "s/^/$(printf '%-13s' rabbitmq) | /"
-        bash "$SCRIPTS/redis.sh" stop --name dev 2>&1 | sed -u "s/^/$(printf '%-13s' redis) | /"
+        bash "$SCRIPTS/rabbitmq.sh" stop --name "$INSTANCE" 2>&1 | sed -u "s/^/$(printf '%-13s' rabbitmq) | /"
+        bash "$SCRIPTS/redis.sh" stop --name "$INSTANCE" 2>&1 | sed -u "s/^/$(printf '%-13s' redis) | /"
     fi
     log "everything stopped"
 }
@@ -121,7 +125,7 @@ trap cleanup EXIT
 
 # --- which services exist -------------------------------------------------------------------
 SERVICES=(push-ingest push-render push-send push-feedback)
-declare -A HTTP_PORT=([push-ingest]=8080 [push-render]=9101 [push-send]=9102 [push-feedback]=9103)
+declare -A HTTP_PORT=([push-ingest]=${SERVICE_PORTS[0]} [push-render]=${SERVICE_PORTS[1]} [push-send]=${SERVICE_PORTS[2]} [push-feedback]=${SERVICE_PORTS[3]})
 present=()
 for s in apns-sandbox "${SERVICES[@]}"; do
     [[ -x $BIN_DIR/$s ]] && present+=("$s")
@@ -134,8 +138,8 @@ log "services found in $BIN_DIR: ${present[*]}"
 
 # --- RabbitMQ and Redis ---------------------------------------------------------------------
 servers_started=1
-bash "$SCRIPTS/redis.sh" start --name dev --port "$REDIS_PORT" || exit 1
-bash "$SCRIPTS/rabbitmq.sh" start --name dev --port "$AMQP_PORT" || exit 1
+bash "$SCRIPTS/redis.sh" start --name "$INSTANCE" --port "$REDIS_PORT" || exit 1
+bash "$SCRIPTS/rabbitmq.sh" start --name "$INSTANCE" --port "$AMQP_PORT" || exit 1
 
 export PUSH_AMQP_URL="amqp://guest:guest@127.0.0.1:$AMQP_PORT/%2f"
 export PUSH_REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0"

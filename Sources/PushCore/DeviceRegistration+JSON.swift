@@ -38,6 +38,11 @@ extension DeviceRegistration {
     /// - Throws: ``RegistrationError/Code/invalidJSON`` with field `body` when the bytes are not JSON
     ///   or the top level is not an object.
     public static func decode(body: [UInt8]) throws(RegistrationError) -> [String: Any] {
+        // Every registration goes through here: read the common shape quickly, and leave anything
+        // else (errors included) to JSONSerialization, whose verdict stays the rule.
+        if let object = JSONObjectReader.object(body) {
+            return object
+        }
         let value: Any
         do {
             value = try JSONSerialization.jsonObject(with: Data(body), options: [])
@@ -82,7 +87,7 @@ extension DeviceRegistration {
         if user.count > maximumUserLength {
             throw RegistrationError(.invalidField, field: "user", "must be at most \(maximumUserLength) characters (got \(user.count))")
         }
-        if user.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+        if user.unicodeScalars.contains(where: isControl) {
             throw RegistrationError(.invalidField, field: "user", "must not contain control characters")
         }
         return user
@@ -126,7 +131,7 @@ extension DeviceRegistration {
             if topic.count > maximumTopicLength {
                 throw RegistrationError(.invalidField, field: field, "must be at most \(maximumTopicLength) characters (got \(topic.count))")
             }
-            if topic.unicodeScalars.contains(where: { $0.properties.isWhitespace || $0.properties.generalCategory == .control }) {
+            if topic.unicodeScalars.contains(where: { isControl($0) || isWhitespace($0) }) {
                 throw RegistrationError(.invalidField, field: field, "must not contain whitespace or control characters, got \(quoted(topic))")
             }
             if seen.insert(topic).inserted { topics.append(topic) }
@@ -174,6 +179,19 @@ extension DeviceRegistration {
     }
 
     // MARK: Values
+
+    /// Unicode's control characters (general category Cc): exactly U+0000–U+001F and U+007F–U+009F,
+    /// so no property lookup is needed.
+    private static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value)
+    }
+
+    /// Unicode's White_Space property, answered without a lookup for ASCII (tab to carriage return,
+    /// and space).
+    private static func isWhitespace(_ scalar: Unicode.Scalar) -> Bool {
+        if scalar.isASCII { return (0x09...0x0D).contains(scalar.value) || scalar.value == 0x20 }
+        return scalar.properties.isWhitespace
+    }
 
     /// A string, or nil for a missing or `null` field; anything else is an error naming `field`.
     private static func optionalString(_ value: Any?, field: String) throws(RegistrationError) -> String? {

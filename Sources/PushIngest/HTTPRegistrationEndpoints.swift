@@ -174,28 +174,35 @@ struct HTTPRegistrationEndpoints: Sendable {
         return text[first...last]
     }
 
-    /// Spends one request of the client's allowance and one of the app's; the two checks run
-    /// concurrently.
+    /// Spends one request of the client's allowance and one of the app's; both checks go to Redis in
+    /// one pipeline (one round trip), each key decided on its own.
     ///
     /// - Throws: ``IngestError/Code/rateLimited`` with the longer `Retry-After` of the two, or
     ///   ``IngestError/Code/unavailable`` when Redis does not answer (the registry would not either).
     func enforceRateLimits(client: String, app: String) async throws(IngestError) {
-        async let clientDecision = decide(key: clientLimitKey(client), limit: configuration.ratePerClient)
-        async let appDecision = decide(key: appLimitKeys[app], limit: configuration.ratePerApp)
-        let (byClient, byApp) = (await clientDecision, await appDecision)
+        var limits: [RateLimit] = []
+        var scopes: [String] = []
+        if configuration.ratePerClient > 0 {
+            limits.append(RateLimit(key: clientLimitKey(client), limit: configuration.ratePerClient, period: .seconds(1)))
+            scopes.append("client address")
+        }
+        if configuration.ratePerApp > 0, let key = appLimitKeys[app] {
+            limits.append(RateLimit(key: key, limit: configuration.ratePerApp, period: .seconds(1)))
+            scopes.append("app")
+        }
+        guard !limits.isEmpty else { return }
+        let decisions: [RateLimitDecision]
+        do {
+            decisions = try await rateLimiter.check(limits)
+        } catch {
+            throw IngestError(.unavailable, IngestError.unavailableMessage, cause: "rate limiter: \(error)")
+        }
         var retryAfter: Duration?
         var scope = ""
-        for (decision, name) in [(byClient, "client address"), (byApp, "app")] {
-            switch decision {
-            case .success(.limited(let wait)?):
-                if wait > (retryAfter ?? .zero) {
-                    retryAfter = wait
-                    scope = name
-                }
-            case .success:
-                continue
-            case .failure(let error):
-                throw IngestError(.unavailable, IngestError.unavailableMessage, cause: "rate limiter: \(error)")
+        for (decision, name) in zip(decisions, scopes) {
+            if case .limited(let wait) = decision, wait > (retryAfter ?? .zero) {
+                retryAfter = wait
+                scope = name
             }
         }
         if let retryAfter {

@@ -31,6 +31,47 @@ public struct RateLimiter: Sendable {
             keys: [key],
             args: [String(gcra.interval), String(gcra.tolerance), String(cost)]
         )
+        return try Self.decision(reply, key: key)
+    }
+
+    /// Several limits at once, in one pipeline: one round trip to Redis however many scopes a request
+    /// is limited by (push-ingest: the client address and the app). Each key is decided and spent on
+    /// its own, exactly as separate ``check(key:limit:period:burst:cost:)`` calls would: a request
+    /// refused by one limit still spends the others' allowance when they allow it.
+    ///
+    /// - Returns: one decision per limit, in order.
+    /// - Throws: the Redis client's error when the pipeline failed or any check got an error reply.
+    public func check(_ limits: [RateLimit]) async throws(RedisError) -> [RateLimitDecision] {
+        guard !limits.isEmpty else { return [] }
+        let commands = limits.map { limit -> RedisCommand in
+            let gcra = GCRA(limit: limit.limit, period: limit.period, burst: limit.burst)
+            precondition(
+                limit.cost >= 0 && Int64(limit.cost) * gcra.interval <= gcra.tolerance,
+                "a rate-limit cost must be within 0...burst, got \(limit.cost)"
+            )
+            var command: RedisCommand = ["EVALSHA", Self.script.sha1, "1", limit.key]
+            command.append(gcra.interval)
+            command.append(gcra.tolerance)
+            command.append(limit.cost)
+            return command
+        }
+        var replies = try await redis.pipeline(commands)
+        // After a Redis restart or SCRIPT FLUSH: load the script and rerun the checks it refused (they
+        // did not run).
+        let refused = replies.indices.filter { replies[$0].errorMessage?.hasPrefix("NOSCRIPT") == true }
+        if !refused.isEmpty {
+            try await redis.execute("SCRIPT", "LOAD", Self.script.source)
+            for (index, reply) in zip(refused, try await redis.pipeline(refused.map { commands[$0] })) { replies[index] = reply }
+        }
+        var decisions: [RateLimitDecision] = []
+        decisions.reserveCapacity(limits.count)
+        for (limit, reply) in zip(limits, replies) {
+            decisions.append(try Self.decision(try reply.throwingServerError(), key: limit.key))
+        }
+        return decisions
+    }
+
+    private static func decision(_ reply: RedisReply, key: String) throws(RedisError) -> RateLimitDecision {
         guard let elements = reply.array, elements.count == 2, let allowed = elements[0].integer, let value = elements[1].integer else {
             throw RedisError(.protocolError, "rate limit script for \(key): unexpected reply \(reply)")
         }
@@ -65,4 +106,22 @@ public struct RateLimiter: Sendable {
         return {1, math.floor((tolerance - (new_tat - now)) / interval)}
         """
     )
+}
+
+/// One limit for ``RateLimiter/check(_:)``: `limit` units of `key` per `period`, bursts of up to
+/// `burst` (default `limit`), this request costing `cost`.
+public struct RateLimit: Sendable, Hashable {
+    public var key: String
+    public var limit: Int
+    public var period: Duration
+    public var burst: Int?
+    public var cost: Int
+
+    public init(key: String, limit: Int, period: Duration, burst: Int? = nil, cost: Int = 1) {
+        self.key = key
+        self.limit = limit
+        self.period = period
+        self.burst = burst
+        self.cost = cost
+    }
 }

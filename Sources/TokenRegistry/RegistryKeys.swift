@@ -8,6 +8,10 @@ public import PushCore
 /// | `{prefix}:{<app>}:user:<user>` | set | tokens registered by that user |
 /// | `{prefix}:{<app>}:topic:<topic>` | set | tokens subscribed to that topic |
 /// | `{prefix}:{<app>}:tokens` | set | every token of the app |
+/// | `{prefix}:{<app>}:removed:<hex>` | string | a removal note: `<ms> <reason>` of a recent invalid-token removal, expiring on its own (``TokenRegistry/removeIfNotRegistered(_:now:noteLifetime:)``) |
+///
+/// push-feedback's stale-token sweep keeps its position beside them, in `{prefix}:{<app>}:sweep` and
+/// `{prefix}:{<app>}:sweep:lease` (see `StaleTokenSweeper`).
 ///
 /// The app's bundle id sits in braces — a Redis Cluster hash tag — so all keys of one app share a
 /// slot and one Lua script may touch the record and every set it belongs to atomically, e.g.

@@ -19,7 +19,7 @@ public struct TokenRegistry: Sendable {
     /// trips, small enough that each reply stays far below a megabyte and Redis is never blocked long.
     public static let scanBatchSize = 500
 
-    private let redis: any RedisCommandExecutor
+    let redis: any RedisCommandExecutor
     /// The first part of every key: `push` in production (CONTRACT.md); tests use their own.
     public let keyPrefix: String
 

@@ -1,20 +1,47 @@
 import ArgumentParser
+import PushCore
+import PushFeedback
 import PushServiceKit
+import TokenRegistry
 
 @main
 struct PushFeedbackCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "push-feedback",
-        abstract: "Removes device tokens APNs reported dead (push.feedback), under the invalid-token timestamp rule.",
+        abstract: "Removes device tokens APNs reported dead (push.feedback), under the invalid-token timestamp rule; sweeps stale tokens.",
         discussion: """
-            Connects to RabbitMQ (declaring the push topology) and Redis, and serves /healthz, /readyz and /metrics on PUSH_HTTP_PORT (default 9103). SIGTERM or SIGINT drains in-flight work and exits 0.
+            Consumes push.feedback: a token reported invalid at time T is removed from the Redis token registry (record, user, topic and app sets) only if it was not registered again after T, and each removal is announced as token.removed on push.events. Malformed events go to push.dead with the reason in x-push-error. With PUSH_FEEDBACK_STALE_DAYS set, also sweeps every app's tokens and removes those not registered again for that many days (reason Stale). Serves /healthz, /readyz and /metrics on PUSH_HTTP_PORT (default 9103). SIGTERM or SIGINT stops consuming, finishes and acknowledges the batches in hand, saves the sweep's position and exits 0.
 
             \(PushConfiguration.environmentHelp)
+            \(FeedbackConfiguration.environmentHelp)
             """
     )
 
     func run() async throws {
-        let runtime = try await PushServiceRuntime.bootstrap(name: "push-feedback", defaultHTTPPort: 9103)
-        try await runtime.run(services: [])
+        let runtime = try await PushServiceRuntime.bootstrap(name: "push-feedback", defaultHTTPPort: PushConfiguration.DefaultHTTPPort.feedback)
+        let reader = try await PushConfigurationReader.load()
+        reader.warnAboutUnknownKeys(known: PushConfiguration.keys.union(FeedbackConfiguration.keys), logger: runtime.logger)
+        let feedback = try FeedbackConfiguration(reader: reader)
+        let apps = try runtime.configuration.loadAppsFile()
+        let registry = TokenRegistry(redis: runtime.redis)
+        let metrics = FeedbackMetrics()
+        let consumer = FeedbackQueueConsumer(
+            amqp: runtime.amqp,
+            registry: registry,
+            apps: apps,
+            configuration: feedback,
+            metrics: metrics,
+            logger: runtime.logger
+        )
+        let sweeper = StaleTokenSweeper(
+            remover: TokenRemover(registry: registry, amqp: runtime.amqp, noteLifetime: feedback.removalNoteLifetime, metrics: metrics),
+            redis: runtime.redis,
+            apps: apps.bundleIDs,
+            configuration: feedback,
+            logger: runtime.logger
+        )
+        // Graceful shutdown goes in reverse: the sweeper stops after its current step, the consumer
+        // drains, then Redis and the broker connection close.
+        try await runtime.run(services: [consumer, sweeper])
     }
 }

@@ -1,4 +1,7 @@
 import ArgumentParser
+import Logging
+import PushCore
+import PushRender
 import PushServiceKit
 
 @main
@@ -7,14 +10,26 @@ struct PushRenderCommand: AsyncParsableCommand {
         commandName: "push-render",
         abstract: "Turns push requests from push.requests into APNs payloads and publishes send batches to push.send.",
         discussion: """
-            Connects to RabbitMQ (declaring the push topology) and Redis, and serves /healthz, /readyz and /metrics on PUSH_HTTP_PORT (default 9101). SIGTERM or SIGINT drains in-flight work and exits 0.
+            Consumes push.requests (CONTRACT.md, "Push request v1"): resolves each request's target to device tokens in the Redis registry, renders the payload per device kind (settings, server-side localisation from PUSH_LOCALIZATION_DIR/<locale>.strings, size), and publishes send batches to push.send with confirms; invalid requests go to push.dead with the reason in x-push-error. Serves /healthz, /readyz and /metrics on PUSH_HTTP_PORT (default 9101). SIGTERM or SIGINT stops consuming, lets in-flight requests reach a confirmed round (they resume from there when redelivered) and exits 0.
 
             \(PushConfiguration.environmentHelp)
+            \(RenderConfiguration.environmentHelp)
             """
     )
 
     func run() async throws {
-        let runtime = try await PushServiceRuntime.bootstrap(name: "push-render", defaultHTTPPort: 9101)
-        try await runtime.run(services: [])
+        let runtime = try await PushServiceRuntime.bootstrap(name: "push-render", defaultHTTPPort: PushConfiguration.DefaultHTTPPort.render)
+        let reader = try await PushConfigurationReader.load()
+        reader.warnAboutUnknownKeys(known: PushConfiguration.keys.union(RenderConfiguration.keys), logger: runtime.logger)
+        let render = try RenderConfiguration(reader: reader)
+        let apps = try runtime.configuration.loadAppsFile()
+        let catalogs = try LocalizationCatalogs.load(directory: runtime.configuration.localizationDir, defaultLocale: render.defaultLocale)
+        if catalogs.catalogs.isEmpty {
+            runtime.logger.warning(
+                "no localisation catalogs; localize \"server\" leaves every key to the device",
+                metadata: ["push.localization_dir": "\(runtime.configuration.localizationDir)"])
+        }
+        let consumer = PushRequestConsumer(amqp: runtime.amqp, redis: runtime.redis, apps: apps, catalogs: catalogs, configuration: render, logger: runtime.logger)
+        try await runtime.run(services: [consumer])
     }
 }

@@ -54,6 +54,28 @@ struct GCRATests {
 /// Against the shared test Redis; fails when it is not running.
 @Suite("Rate limiter against a real Redis", .timeLimit(.minutes(1)))
 struct RateLimiterTests {
+    @Test func severalLimitsInOnePipelineAreDecidedAndSpentEachOnItsOwn() async throws {
+        let redis = try await RegistryTesting.client()
+        let limiter = RateLimiter(redis: redis)
+        let scope = TestServers.uniqueName("multi")
+        let tight = RateLimit(key: "push:ratelimit:{\(scope)}:tight", limit: 2, period: .seconds(3600))
+        let loose = RateLimit(key: "push:ratelimit:{\(scope)}:loose", limit: 100, period: .seconds(3600))
+        #expect(try await limiter.check([tight, loose]) == [.allowed(remaining: 1), .allowed(remaining: 99)])
+        #expect(try await limiter.check([tight, loose]) == [.allowed(remaining: 0), .allowed(remaining: 98)])
+        // The tight one refuses; the loose one still spends, as two separate checks would.
+        let third = try await limiter.check([tight, loose])
+        #expect(!third[0].isAllowed)
+        #expect(third[1] == .allowed(remaining: 97))
+        #expect(try await limiter.check(key: loose.key, limit: 100, period: .seconds(3600), cost: 0) == .allowed(remaining: 97))
+        #expect(try await limiter.check([]) == [])
+
+        // After SCRIPT FLUSH (as after a Redis restart) the script is loaded again and the checks run once.
+        try await redis.execute("SCRIPT", "FLUSH")
+        #expect(try await limiter.check([loose]) == [.allowed(remaining: 96)])
+        try await redis.execute("DEL", tight.key, loose.key)
+        await redis.close()
+    }
+
     @Test func aBurstOfTheLimitIsAllowedThenLimitedUntilRetryAfter() async throws {
         let redis = try await RegistryTesting.client()
         let limiter = RateLimiter(redis: redis)

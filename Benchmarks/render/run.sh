@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# push-render benchmark: one {"all": true} push request over RENDER_BENCH_TOKENS (1,000,000)
+# registered tokens, rendered by the real push-render executable into send batches on push.send.
+#
+#   bash Benchmarks/render/run.sh        (or: make bench-render)
+#
+# Builds push-render and render-bench in release, starts a private RabbitMQ
+# (`scripts/rabbitmq.sh --name render-bench`) and Redis (`scripts/redis.sh --name render-bench`, AOF
+# with appendfsync everysec like every local Redis), runs render-bench (which fills Redis with the
+# token records through pipelines, starts push-render, publishes the request and prints the time to
+# the last confirmed batch, throughput and push-render's peak RSS, then reads every batch back and
+# checks each token came once), and stops both servers and drops their data, also on failure or Ctrl-C.
+#
+# Environment: RENDER_BENCH_TOKENS (1000000), RENDER_BENCH_BATCH_SIZE (500), RENDER_BENCH_AMQP_PORT
+# (39772), RENDER_BENCH_REDIS_PORT (39779), RENDER_BENCH_SCRATCH (.build), RENDER_BENCH_SKIP_BUILD=1
+# (use the binaries already built), RENDER_BENCH_KEEP_DATA=1 (keep the filled Redis for the next run).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$ROOT"
+
+TOKENS=${RENDER_BENCH_TOKENS:-1000000}
+BATCH_SIZE=${RENDER_BENCH_BATCH_SIZE:-500}
+AMQP_PORT=${RENDER_BENCH_AMQP_PORT:-39772}
+REDIS_PORT=${RENDER_BENCH_REDIS_PORT:-39779}
+SCRATCH=${RENDER_BENCH_SCRATCH:-.build}
+
+say() { printf '%s\n' "$*"; }
+
+if [[ ${RENDER_BENCH_SKIP_BUILD:-} != 1 ]]; then
+    say "building push-render and render-bench (release)"
+    swift build -c release --scratch-path "$SCRATCH" --product push-render 2>&1 | tail -1
+    swift build -c release --scratch-path "$SCRATCH" --product render-bench 2>&1 | tail -1
+fi
+
+cleanup() {
+    PUSH_QUIET=1 bash scripts/rabbitmq.sh stop --name render-bench --port "$AMQP_PORT" || true
+    PUSH_QUIET=1 bash scripts/redis.sh stop --name render-bench --port "$REDIS_PORT" || true
+    rm -rf "$ROOT/.local/rabbitmq-render-bench/mnesia"
+    if [[ ${RENDER_BENCH_KEEP_DATA:-} != 1 ]]; then rm -rf "$ROOT/.local/redis-render-bench/data"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+PUSH_QUIET=1 bash scripts/redis.sh start --name render-bench --port "$REDIS_PORT"
+PUSH_QUIET=1 bash scripts/rabbitmq.sh start --name render-bench --port "$AMQP_PORT"
+
+PUSH_AMQP_URL="amqp://guest:guest@127.0.0.1:$AMQP_PORT/%2f" \
+    PUSH_REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0" \
+    "$SCRATCH/release/render-bench" --tokens "$TOKENS" --batch-size "$BATCH_SIZE"

@@ -1,0 +1,334 @@
+/// A push request v1 (CONTRACT.md, "Push request v1"), decoded and checked: the body of a message to
+/// exchange `push` with routing key `request`.
+///
+/// ```json
+/// {"id": "order-4711-shipped", "app": "com.example.shop", "to": {"users": ["alice"]},
+///  "payload": {"aps": {"alert": {"loc-key": "GAME_PLAY_REQUEST_FORMAT", "loc-args": ["Jenna", "Frank"]}}},
+///  "localize": "device", "push_type": "alert", "priority": 10, "expiration": 1767225600, "collapse_id": "order-4711"}
+/// ```
+///
+/// Decoded with ``init(body:apps:)``; every broken rule is a ``PushRequestError`` naming the field.
+public struct PushRequest: Sendable, Equatable {
+    /// The idempotency key: 1–128 characters, no control characters.
+    public var id: String
+    /// The app's bundle id (a configured app).
+    public var app: AppConfiguration
+    public var target: PushTarget
+    public var payload: NotificationPayload
+    public var localization: LocalizationMode
+    /// The push type: as given, or inferred (``inferPushType(for:)``).
+    public var pushType: PushType
+    /// The `apns-priority`: as given, or the push type's default.
+    public var priority: Int
+    /// Seconds since 1970; 0 = try once; nil = APNs' default.
+    public var expiration: Int64?
+    /// `apns-collapse-id`, at most 64 bytes.
+    public var collapseID: String?
+
+    public init(
+        id: String, app: AppConfiguration, target: PushTarget, payload: NotificationPayload, localization: LocalizationMode = .device,
+        pushType: PushType, priority: Int, expiration: Int64? = nil, collapseID: String? = nil
+    ) {
+        self.id = id
+        self.app = app
+        self.target = target
+        self.payload = payload
+        self.localization = localization
+        self.pushType = pushType
+        self.priority = priority
+        self.expiration = expiration
+        self.collapseID = collapseID
+    }
+}
+
+/// Who a push request goes to (`to`): exactly one of these.
+public enum PushTarget: Sendable, Equatable {
+    /// `{"tokens": [hex…]}`: these devices (normalised, repeats dropped, first kept).
+    case tokens([DeviceToken])
+    /// `{"users": [id…]}`: every device of these users (repeats dropped).
+    case users([String])
+    /// `{"topic": "name"}`: every device subscribed to the topic at registration.
+    case topic(String)
+    /// `{"all": true}`: every device of the app.
+    case all
+}
+
+/// Where localisation keys are resolved (`localize`).
+public enum LocalizationMode: String, Sendable, Hashable, CaseIterable {
+    /// The keys go to the device, whose app bundle has the strings (the default).
+    case device
+    /// Resolved per device locale from the server's catalogs; keys no catalog has go to the device.
+    case server
+}
+
+extension PushRequest {
+    /// The fields of a push request.
+    public static let fieldNames: [String] = ["id", "app", "to", "payload", "localize", "push_type", "priority", "expiration", "collapse_id"]
+    public static let maximumIDLength = 128
+    public static let maximumCollapseIDBytes = 64
+    /// The most tokens one `to.tokens` may list; larger audiences belong in a topic.
+    public static let maximumTokenCount = 100_000
+    /// The most users one `to.users` may list.
+    public static let maximumUserCount = 10_000
+
+    /// Decodes and checks a request body.
+    ///
+    /// - Throws: ``PushRequestError`` naming the field: `body` (not JSON), `id`, `app` (missing, or no
+    ///   configured app), `to`, `to.tokens[3]`, `payload.aps.…`, `localize`, `push_type`, `priority`,
+    ///   `expiration`, `collapse_id`.
+    public init(body: [UInt8], apps: AppsFile) throws(PushRequestError) {
+        let json: JSONValue
+        do {
+            json = try JSONValue.parse(body)
+        } catch {
+            throw PushRequestError(.invalidJSON, field: "body", "is not valid JSON (\(error))")
+        }
+        try self.init(json: json, apps: apps)
+    }
+
+    /// Checks a request already parsed into a ``JSONValue``.
+    public init(json: JSONValue, apps: AppsFile) throws(PushRequestError) {
+        guard case .object(let members) = json else {
+            throw PushRequestError(.invalidJSON, field: "body", "must be a JSON object, got \(json.kindDescription)")
+        }
+        for member in members where !Self.fieldNames.contains(member.key) {
+            throw PushRequestError(
+                .invalidField, field: member.key, "is not a push request field (expected one of \(Self.fieldNames.joined(separator: ", ")))")
+        }
+        let id = try Self.identifier(json["id"])
+        guard let appValue = json["app"] else { throw PushRequestError(.missingField, field: "app", "is required (the app's bundle id)") }
+        guard case .string(let bundleID) = appValue else {
+            throw PushRequestError(.invalidField, field: "app", "must be a string (the app's bundle id), got \(appValue.kindDescription)")
+        }
+        guard let app = apps.app(bundleID: bundleID) else {
+            throw PushRequestError(.invalidField, field: "app", "names no configured app: \(PushRequestError.quoted(bundleID))")
+        }
+        let target = try Self.target(json["to"])
+        guard let payloadValue = json["payload"] else {
+            throw PushRequestError(.missingField, field: "payload", "is required (the APNs payload: {\"aps\": {…}})")
+        }
+        let payload = try NotificationPayload(validating: payloadValue)
+        var localization = LocalizationMode.device
+        if let value = json["localize"] {
+            guard let text = value.stringValue, let mode = LocalizationMode(rawValue: text) else {
+                throw PushRequestError(.invalidField, field: "localize", "must be \"device\" or \"server\", got \(NotificationPayload.describe(value))")
+            }
+            localization = mode
+        }
+        var pushType: PushType?
+        if let value = json["push_type"] {
+            guard let text = value.stringValue else {
+                throw PushRequestError(.invalidField, field: "push_type", "must be a string, got \(value.kindDescription)")
+            }
+            if text == "mdm" {
+                throw PushRequestError(.invalidField, field: "push_type", "mdm pushes are not supported (they use the MDM certificate's topic, not an app's)")
+            }
+            guard let type = PushType(rawValue: text) else {
+                throw PushRequestError(
+                    .invalidField, field: "push_type",
+                    "must be one of \(PushType.allCases.map(\.rawValue).joined(separator: ", ")), got \(PushRequestError.quoted(text))")
+            }
+            pushType = type
+        }
+        var priority: Int?
+        if let value = json["priority"] {
+            guard let number = value.int64Value, [10, 5, 1].contains(number) else {
+                throw PushRequestError(.invalidField, field: "priority", "must be 10, 5 or 1, got \(NotificationPayload.describe(value))")
+            }
+            priority = Int(number)
+        }
+        var expiration: Int64?
+        if let value = json["expiration"] {
+            guard let number = value.int64Value, number >= 0 else {
+                throw PushRequestError(
+                    .invalidField, field: "expiration", "must be seconds since 1970 (0 = try once), got \(NotificationPayload.describe(value))")
+            }
+            expiration = number
+        }
+        var collapseID: String?
+        if let value = json["collapse_id"] {
+            guard let text = value.stringValue, !text.isEmpty else {
+                throw PushRequestError(.invalidField, field: "collapse_id", "must be a non-empty string, got \(NotificationPayload.describe(value))")
+            }
+            guard text.utf8.count <= Self.maximumCollapseIDBytes else {
+                throw PushRequestError(.invalidField, field: "collapse_id", "must be at most \(Self.maximumCollapseIDBytes) bytes (got \(text.utf8.count))")
+            }
+            collapseID = text
+        }
+        let type = pushType ?? Self.inferPushType(for: payload)
+        try Self.checkCombination(payload: payload, pushType: type, explicit: pushType != nil)
+        let resolvedPriority = priority ?? type.defaultPriority
+        guard type.allowedPriorities.contains(resolvedPriority) else {
+            throw PushRequestError(
+                .invalidCombination, field: "priority",
+                "\(resolvedPriority) is not allowed for \(type) pushes (use \(type.allowedPriorities.map(String.init).joined(separator: " or ")))")
+        }
+        self.init(
+            id: id, app: app, target: target, payload: payload, localization: localization, pushType: type,
+            priority: resolvedPriority, expiration: expiration, collapseID: collapseID)
+    }
+
+    /// The push type of a request that names none: `liveactivity` when `aps` has Live Activity keys,
+    /// `background` when it has `content-available` 1 and no alert, badge or sound, `alert` otherwise.
+    public static func inferPushType(for payload: NotificationPayload) -> PushType {
+        if !payload.presentLiveActivityKeys.isEmpty { return .liveactivity }
+        if payload.isContentAvailable, !payload.hasAlert, !payload.hasBadge, !payload.hasSound { return .background }
+        return .alert
+    }
+
+    /// The rules that tie the payload to the push type.
+    static func checkCombination(payload: NotificationPayload, pushType: PushType, explicit: Bool) throws(PushRequestError) {
+        let aps = payload.aps
+        let keys = Set(aps.map(\.key))
+        func refuse(_ key: String, _ reason: String) -> PushRequestError {
+            PushRequestError(.invalidCombination, field: "payload.aps.\(key)", reason)
+        }
+        if pushType != .liveactivity, let key = payload.presentLiveActivityKeys.first {
+            throw refuse(key, "is a Live Activity key; it needs push_type liveactivity (got \(pushType))")
+        }
+        if pushType != .widgets, pushType != .controls, keys.contains("content-changed") {
+            throw refuse("content-changed", "is for widgets and controls pushes (got \(pushType))")
+        }
+        if pushType != .liveactivity, let score = payload.json["aps"]?["relevance-score"]?.doubleValue, score > 1 {
+            throw refuse("relevance-score", "must be from 0 to 1 (larger scores are for Live Activities)")
+        }
+        if pushType != .liveactivity, case .object(let alert)? = payload.json["aps"]?["alert"] {
+            for member in alert {
+                if member.key == "sound" {
+                    throw refuse("alert.sound", "is for Live Activity alerts; put sound in aps (got \(pushType))")
+                }
+                if (member.key == "title" || member.key == "body"), case .object = member.value {
+                    throw refuse("alert.\(member.key)", "the {loc-key, loc-args} form is for Live Activities; use \(member.key == "title" ? "title-loc-key" : "loc-key") (got \(pushType))")
+                }
+            }
+        }
+        switch pushType {
+        case .alert:
+            if !payload.hasAlert, !payload.hasBadge, !payload.hasSound {
+                if payload.isContentAvailable {
+                    throw PushRequestError(.invalidCombination, field: "push_type", "alert needs an alert, badge or sound (a push with only content-available is background)")
+                }
+                throw PushRequestError(
+                    .invalidCombination, field: "payload.aps",
+                    "has nothing to show: give an alert, badge or sound (or content-available 1 for a background push)")
+            }
+        case .background:
+            for key in ["alert", "badge", "sound"] where keys.contains(key) {
+                throw refuse(key, "a background push carries only content-available (no alert, badge or sound)")
+            }
+            guard payload.isContentAvailable else {
+                throw PushRequestError(.invalidCombination, field: "payload.aps.content-available", "must be 1 in a background push")
+            }
+            if let key = aps.map(\.key).first(where: { $0 != "content-available" }) {
+                throw refuse(key, "a background push carries only content-available")
+            }
+        case .liveactivity:
+            guard let event = payload.json["aps"]?["event"]?.stringValue else {
+                throw PushRequestError(.missingField, field: "payload.aps.event", "is required in a Live Activity push (start, update or end)")
+            }
+            guard keys.contains("timestamp") else {
+                throw PushRequestError(.missingField, field: "payload.aps.timestamp", "is required in a Live Activity push (seconds since 1970)")
+            }
+            if event != "end", !keys.contains("content-state") {
+                throw PushRequestError(.missingField, field: "payload.aps.content-state", "is required for event \(event)")
+            }
+            if event == "start" {
+                for key in ["attributes-type", "attributes"] where !keys.contains(key) {
+                    throw PushRequestError(.missingField, field: "payload.aps.\(key)", "is required for event start")
+                }
+            } else {
+                for key in ["attributes-type", "attributes", "input-push-token"] where keys.contains(key) {
+                    throw refuse(key, "is only for event start (got \(event))")
+                }
+            }
+            for key in ["badge", "content-available", "mutable-content"] where keys.contains(key) {
+                throw refuse(key, "is not part of a Live Activity push")
+            }
+        default:
+            break
+        }
+    }
+
+    // MARK: Fields
+
+    private static func identifier(_ value: JSONValue?) throws(PushRequestError) -> String {
+        guard let value else { throw PushRequestError(.missingField, field: "id", "is required (the request's idempotency key)") }
+        guard case .string(let id) = value else {
+            throw PushRequestError(.invalidField, field: "id", "must be a string, got \(value.kindDescription)")
+        }
+        guard !id.isEmpty, id.count <= maximumIDLength else {
+            throw PushRequestError(.invalidField, field: "id", "must be 1–\(maximumIDLength) characters (got \(id.count))")
+        }
+        if id.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+            throw PushRequestError(.invalidField, field: "id", "must not contain control characters")
+        }
+        return id
+    }
+
+    private static func target(_ value: JSONValue?) throws(PushRequestError) -> PushTarget {
+        guard let value else {
+            throw PushRequestError(.missingField, field: "to", "is required: {\"tokens\": […]}, {\"users\": […]}, {\"topic\": \"…\"} or {\"all\": true}")
+        }
+        guard case .object(let members) = value else {
+            throw PushRequestError(.invalidField, field: "to", "must be an object, got \(value.kindDescription)")
+        }
+        guard members.count == 1, let member = members.first else {
+            throw PushRequestError(
+                .invalidField, field: "to",
+                "must name exactly one of tokens, users, topic, all (got \(members.isEmpty ? "none" : members.map(\.key).joined(separator: ", ")))")
+        }
+        let field = "to.\(member.key)"
+        switch member.key {
+        case "tokens":
+            guard case .array(let values) = member.value, !values.isEmpty else {
+                throw PushRequestError(.invalidField, field: field, "must be a non-empty array of hex device tokens")
+            }
+            guard values.count <= maximumTokenCount else {
+                throw PushRequestError(.invalidField, field: field, "lists \(values.count) tokens; at most \(maximumTokenCount) (use a topic for more)")
+            }
+            var tokens: [DeviceToken] = []
+            var seen: Set<DeviceToken> = []
+            for (index, element) in values.enumerated() {
+                guard case .string(let text) = element else {
+                    throw PushRequestError(.invalidField, field: "\(field)[\(index)]", "must be a string of hex digits, got \(element.kindDescription)")
+                }
+                let token: DeviceToken
+                do {
+                    token = try DeviceToken(normalizing: text, field: "\(field)[\(index)]")
+                } catch {
+                    throw PushRequestError(.invalidField, field: error.field, error.reason)
+                }
+                if seen.insert(token).inserted { tokens.append(token) }
+            }
+            return .tokens(tokens)
+        case "users":
+            guard case .array(let values) = member.value, !values.isEmpty else {
+                throw PushRequestError(.invalidField, field: field, "must be a non-empty array of user ids")
+            }
+            guard values.count <= maximumUserCount else {
+                throw PushRequestError(.invalidField, field: field, "lists \(values.count) users; at most \(maximumUserCount)")
+            }
+            var users: [String] = []
+            var seen: Set<String> = []
+            for (index, element) in values.enumerated() {
+                guard case .string(let user) = element, !user.isEmpty else {
+                    throw PushRequestError(.invalidField, field: "\(field)[\(index)]", "must be a non-empty string, got \(NotificationPayload.describe(element))")
+                }
+                if seen.insert(user).inserted { users.append(user) }
+            }
+            return .users(users)
+        case "topic":
+            guard case .string(let topic) = member.value, !topic.isEmpty else {
+                throw PushRequestError(.invalidField, field: field, "must be a non-empty string, got \(NotificationPayload.describe(member.value))")
+            }
+            return .topic(topic)
+        case "all":
+            guard case .bool(true) = member.value else {
+                throw PushRequestError(.invalidField, field: field, "must be true, got \(NotificationPayload.describe(member.value))")
+            }
+            return .all
+        default:
+            throw PushRequestError(.invalidField, field: field, "is not a target (expected one of tokens, users, topic, all)")
+        }
+    }
+}

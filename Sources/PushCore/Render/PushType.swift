@@ -1,0 +1,76 @@
+/// The `apns-push-type` of a push request, with the rules push-render applies to it.
+///
+/// Mirrors the APNs module's `APNsPushType` (the core has no dependency on the APNs client): same
+/// values, same topic suffixes, same size limits. `mdm` is not accepted in push requests: its topic
+/// is the MDM certificate's, not one derived from an app's bundle id.
+///
+/// | type | `apns-topic` | priorities | size limit |
+/// |---|---|---|---|
+/// | `alert` | bundle id | 10 (default), 5, 1 | 4096 |
+/// | `background` | bundle id | 5 only | 4096 |
+/// | `location` | `<bundle id>.location-query` | 10 (default), 5, 1 | 4096 |
+/// | `voip` | `<bundle id>.voip` | 10 (default), 5, 1 | 5120 |
+/// | `complication` | `<bundle id>.complication` | 10 (default), 5, 1 | 4096 |
+/// | `fileprovider` | `<bundle id>.pushkit.fileprovider` | 10 (default), 5, 1 | 4096 |
+/// | `liveactivity` | `<bundle id>.push-type.liveactivity` | 10 (default), 5 | 4096 |
+/// | `pushtotalk` | `<bundle id>.voip-ptt` | 10 (default), 5, 1 | 4096 |
+/// | `widgets` | `<bundle id>.push-type.widgets` | 10 (default), 5, 1 | 4096 |
+/// | `controls` | `<bundle id>.push-type.controls` | 10 (default), 5, 1 | 4096 |
+public struct PushType: Sendable, Hashable, CustomStringConvertible {
+    /// The header value, e.g. `alert`.
+    public let rawValue: String
+    /// What APNs requires after the bundle id in `apns-topic`, e.g. `.voip`.
+    public let topicSuffix: String
+
+    private init(_ rawValue: String, topicSuffix: String = "") {
+        self.rawValue = rawValue
+        self.topicSuffix = topicSuffix
+    }
+
+    public static let alert = PushType("alert")
+    public static let background = PushType("background")
+    public static let location = PushType("location", topicSuffix: ".location-query")
+    public static let voip = PushType("voip", topicSuffix: ".voip")
+    public static let complication = PushType("complication", topicSuffix: ".complication")
+    public static let fileprovider = PushType("fileprovider", topicSuffix: ".pushkit.fileprovider")
+    public static let liveactivity = PushType("liveactivity", topicSuffix: ".push-type.liveactivity")
+    public static let pushtotalk = PushType("pushtotalk", topicSuffix: ".voip-ptt")
+    public static let widgets = PushType("widgets", topicSuffix: ".push-type.widgets")
+    public static let controls = PushType("controls", topicSuffix: ".push-type.controls")
+
+    /// Every type a push request may name.
+    public static let allCases: [PushType] = [
+        .alert, .background, .location, .voip, .complication, .fileprovider, .liveactivity, .pushtotalk, .widgets, .controls,
+    ]
+
+    public init?(rawValue: String) {
+        guard let known = Self.allCases.first(where: { $0.rawValue == rawValue }) else { return nil }
+        self = known
+    }
+
+    /// The `apns-topic` for `bundleID`: the bundle id plus ``topicSuffix``.
+    public func topic(forBundleID bundleID: String) -> String {
+        guard !topicSuffix.isEmpty, !bundleID.hasSuffix(topicSuffix) else { return bundleID }
+        return bundleID + topicSuffix
+    }
+
+    /// APNs' payload limit for this type: 5120 bytes for VoIP, 4096 otherwise.
+    public var maximumPayloadSize: Int { self == .voip ? 5120 : 4096 }
+
+    /// The priority used when the request names none: 5 for background pushes, 10 otherwise.
+    public var defaultPriority: Int { self == .background ? 5 : 10 }
+
+    /// The priorities APNs accepts with this type.
+    public var allowedPriorities: [Int] {
+        switch self {
+        case .background: [5]
+        case .liveactivity: [10, 5]
+        default: [10, 5, 1]
+        }
+    }
+
+    /// Whether the device's alert/badge/sound settings shape the payload (types the user sees).
+    public var honoursDeviceSettings: Bool { self == .alert || self == .liveactivity }
+
+    public var description: String { rawValue }
+}

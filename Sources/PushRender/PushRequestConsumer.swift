@@ -1,0 +1,259 @@
+public import AMQP
+import Foundation
+public import Logging
+import Metrics
+public import PushCore
+public import Redis
+public import ServiceLifecycle
+import Synchronization
+
+/// Consumes `push.requests` (CONTRACT.md, "Push request v1") and fans each request out into send
+/// batches on `push.send` (``RequestFanOut``).
+///
+/// For each delivery:
+/// - **invalid** (not JSON, a broken rule, an unknown app, a payload that cannot fit) → the original
+///   body and properties go to `push.dead` with the reason (naming the field) in `x-push-error`;
+///   acked after the broker confirmed the copy;
+/// - **seen before** (its `id` is marked done in Redis) → acked, nothing sent;
+/// - **another instance is on it** (its lease) or **Redis unavailable** → republished to the queue's
+///   delayed-retry tier (5 s, 60 s, then 10 min, counted in ``retriesHeader``; dead-lettered after
+///   ``maximumRetries``) and acked;
+/// - otherwise rendered and published round by round; acked once every batch is confirmed and the
+///   request is marked done. A publish that fails (broker trouble) requeues the request after
+///   ``publishFailureBackoff``; it resumes after its last confirmed round.
+///
+/// At most ``RenderConfiguration/concurrency`` requests are in flight (also the broker prefetch). On
+/// graceful shutdown the consumer stops taking deliveries; a request in the middle of its fan-out
+/// stops after the round in flight is confirmed and saved, gives its lease up and is requeued, so
+/// another instance (or this one after restart) resumes it where it stopped.
+public struct PushRequestConsumer: Service {
+    public static let retriesHeader = "x-push-retries"
+    /// Retry-tier passes before a request is dead-lettered: 5 s + 60 s + 8 × 10 min ≈ 81 minutes.
+    public static let maximumRetries = 10
+    public static let publishFailureBackoff: Duration = .seconds(1)
+
+    private let amqp: AMQPConnection
+    private let redis: any RedisCommandExecutor
+    private let apps: AppsFile
+    private let catalogs: LocalizationCatalogs
+    private let configuration: RenderConfiguration
+    private let queues: PushQueues
+    private let logger: Logger
+    private let now: @Sendable () -> Int64
+    private let metrics = RenderMetrics()
+    private let stopping = StopSignal()
+    /// This instance's lease owner id prefix.
+    private let instanceID: String
+
+    /// - Parameters:
+    ///   - now: the clock for batch times and progress records, ms since 1970.
+    public init(
+        amqp: AMQPConnection,
+        redis: any RedisCommandExecutor,
+        apps: AppsFile,
+        catalogs: LocalizationCatalogs,
+        configuration: RenderConfiguration = RenderConfiguration(),
+        queues: PushQueues = .standard,
+        logger: Logger,
+        now: @escaping @Sendable () -> Int64 = { Int64((Date().timeIntervalSince1970 * 1000).rounded()) }
+    ) {
+        self.amqp = amqp
+        self.redis = redis
+        self.apps = apps
+        self.catalogs = catalogs
+        self.configuration = configuration
+        self.queues = queues
+        var logger = logger
+        logger[metadataKey: "push.queue"] = "\(queues.requests.name)"
+        self.logger = logger
+        self.now = now
+        self.instanceID = "\(ProcessInfo.processInfo.hostName)/\(ProcessInfo.processInfo.processIdentifier)/\(UInt32.random(in: 0...UInt32.max))"
+    }
+
+    private var dependencies: FanOutDependencies {
+        FanOutDependencies(
+            amqp: amqp,
+            redis: redis,
+            queues: queues,
+            configuration: configuration,
+            store: RenderProgressStore(
+                redis: redis, keyPrefix: configuration.keyPrefix, progressTTL: configuration.progressTTL, leaseDuration: configuration.leaseDuration),
+            metrics: metrics,
+            now: now
+        )
+    }
+
+    /// Consumes until graceful shutdown or cancellation, then lets in-flight requests reach a round
+    /// boundary and returns.
+    public func run() async throws {
+        let limit = max(1, configuration.concurrency)
+        let consumer = amqp.consume(queue: queues.requests.name, prefetch: UInt16(limit))
+        logger.info(
+            "consuming push requests",
+            metadata: ["push.concurrency": "\(limit)", "push.batch_size": "\(configuration.batchSize)", "push.catalogs": "\(catalogs.catalogs.keys.sorted())"])
+        let stopping = self.stopping
+        let failure: (any Error)? = await withGracefulShutdownHandler {
+            await withTaskGroup(of: Void.self) { group in
+                var inFlight = 0
+                var failure: (any Error)?
+                do {
+                    for try await delivery in consumer {
+                        if inFlight >= limit {
+                            await group.next()
+                            inFlight -= 1
+                        }
+                        group.addTask { await self.process(delivery) }
+                        inFlight += 1
+                    }
+                } catch {
+                    failure = error
+                }
+                await group.waitForAll()
+                return failure
+            }
+        } onGracefulShutdown: {
+            stopping.stop()
+            consumer.cancel()
+        }
+        if let failure {
+            logger.error("push request consumer stopped", metadata: ["push.error": "\(failure)"])
+            throw failure
+        }
+        logger.info("push request consumer drained")
+    }
+
+    // MARK: One delivery
+
+    /// Settles `delivery` exactly once; never throws.
+    func process(_ delivery: AMQPDelivery) async {
+        let started = ContinuousClock.now
+        let request: PushRequest
+        let renderer: NotificationRenderer
+        do {
+            request = try PushRequest(body: delivery.body, apps: apps)
+            renderer = NotificationRenderer(request: request, catalogs: catalogs)
+            try renderer.preflight()
+        } catch {
+            logger.notice("invalid push request", metadata: ["push.error": "\(error.message)"])
+            metrics.request("invalid")
+            await deadLetter(delivery, reason: error.message, logger: logger)
+            return
+        }
+        var logger = self.logger
+        logger[metadataKey: "push.request_id"] = "\(request.id)"
+        logger[metadataKey: "push.app"] = "\(request.app.bundleID)"
+        let dependencies = self.dependencies
+        let owner = "\(instanceID)/\(delivery.deliveryTag)"
+        let claim: RenderProgressStore.Claim
+        do {
+            claim = try await dependencies.store.claim(app: request.app.bundleID, requestID: request.id, owner: owner)
+        } catch {
+            await retryLater(delivery, reason: "Redis unavailable: \(error.message)", logger: logger)
+            return
+        }
+        let progress: RenderProgress
+        switch claim {
+        case .done:
+            logger.info("push request already rendered; not sending it again")
+            metrics.request("duplicate")
+            delivery.ack()
+            return
+        case .busy:
+            await retryLater(delivery, reason: "another push-render instance is rendering this request", logger: logger)
+            return
+        case .claimed(let found):
+            progress = found
+        }
+        if progress.position != nil {
+            logger.info("resuming a push request", metadata: ["push.batches": "\(progress.sequence)", "push.tokens": "\(progress.tokens)"])
+        }
+        let fanOut = RequestFanOut(request: request, renderer: renderer, dependencies: dependencies, logger: logger)
+        let stopping = self.stopping
+        do {
+            switch try await fanOut.run(from: progress, owner: owner, shouldStop: { stopping.isStopped }) {
+            case .finished(let totals):
+                delivery.ack()
+                let fallbackKeys = fanOut.deviceFallbackKeys
+                if !fallbackKeys.isEmpty {
+                    logger.notice("no catalog had some localisation keys; they were left to the device", metadata: ["push.loc_keys": "\(fallbackKeys)"])
+                }
+                metrics.request("rendered")
+                metrics.requestDuration.record(duration: ContinuousClock.now - started)
+                logger.info(
+                    "push request rendered",
+                    metadata: [
+                        "push.batches": "\(totals.sequence)", "push.tokens": "\(totals.tokens)", "push.skipped": "\(totals.skipped)",
+                        "push.push_type": "\(request.pushType)", "push.duration": "\(ContinuousClock.now - started)",
+                    ])
+            case .stopped(let totals):
+                logger.notice("stopping mid-request; it will resume after its last confirmed round", metadata: ["push.batches": "\(totals.sequence)"])
+                try? await dependencies.store.release(app: request.app.bundleID, requestID: request.id, owner: owner)
+                metrics.request("requeued")
+                delivery.nack(requeue: true)
+            case .leaseLost:
+                logger.warning("another instance took this request over; leaving it to that instance")
+                delivery.ack()
+            }
+        } catch {
+            switch error {
+            case .redis(let redisError):
+                await retryLater(delivery, reason: "Redis unavailable mid-request: \(redisError.message)", logger: logger)
+            case .publish:
+                logger.error("could not publish send batches; requeueing the request", metadata: ["push.error": "\(error.message)"])
+                try? await dependencies.store.release(app: request.app.bundleID, requestID: request.id, owner: owner)
+                metrics.request("requeued")
+                await requeueAfterBackoff(delivery)
+            }
+        }
+    }
+
+    /// Republishes to the next retry tier (or dead-letters after ``maximumRetries``), then acks.
+    private func retryLater(_ delivery: AMQPDelivery, reason: String, logger: Logger) async {
+        let retries = Int(delivery.properties.headers[Self.retriesHeader]?.intValue ?? 0)
+        let tiers = queues.requests.retryTiers
+        guard retries < Self.maximumRetries, !tiers.isEmpty else {
+            logger.error("push request retries used up", metadata: ["push.error": "\(reason)", "push.retries": "\(retries)"])
+            metrics.request("gave_up")
+            await deadLetter(delivery, reason: "not rendered after \(retries) retries: \(reason)", logger: logger)
+            return
+        }
+        let target = queues.requests.retryQueue(tier: min(retries, tiers.count - 1))
+        var properties = delivery.properties
+        properties.headers[Self.retriesHeader] = .int64(Int64(retries + 1))
+        do {
+            try await amqp.publish(AMQPOutboundMessage(exchange: "", routingKey: target, body: delivery.body, properties: properties))
+            delivery.ack()
+            metrics.request("retried")
+            logger.warning("push request scheduled for retry", metadata: ["push.error": "\(reason)", "push.retry_queue": "\(target)"])
+        } catch {
+            logger.error("could not schedule a retry; requeueing", metadata: ["push.error": "\(reason)", "push.amqp_error": "\(error)"])
+            await requeueAfterBackoff(delivery)
+        }
+    }
+
+    /// Publishes the original body and properties to the dead queue with `reason`, then acks.
+    private func deadLetter(_ delivery: AMQPDelivery, reason: String, logger: Logger) async {
+        var properties = delivery.properties
+        properties.headers[PushQueues.errorHeader] = .string(reason)
+        let message = AMQPOutboundMessage(exchange: queues.exchange, routingKey: queues.deadRoutingKey, body: delivery.body, properties: properties)
+        do {
+            try await amqp.publish(message)
+            delivery.ack()
+        } catch {
+            logger.error("could not dead-letter a push request; requeueing", metadata: ["push.error": "\(reason)", "push.amqp_error": "\(error)"])
+            await requeueAfterBackoff(delivery)
+        }
+    }
+
+    private func requeueAfterBackoff(_ delivery: AMQPDelivery) async {
+        try? await Task.sleep(for: Self.publishFailureBackoff)
+        delivery.nack(requeue: true)
+    }
+}
+
+/// Set once on graceful shutdown; fan-outs check it between rounds.
+final class StopSignal: Sendable {
+    private let flag = Atomic<Bool>(false)
+    func stop() { flag.store(true, ordering: .relaxed) }
+    var isStopped: Bool { flag.load(ordering: .relaxed) }
+}

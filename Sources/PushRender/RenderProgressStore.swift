@@ -1,0 +1,178 @@
+import PushCore
+public import Redis
+
+/// Where push-render remembers requests in Redis: which ids are done (idempotency) and how far an
+/// unfinished fan-out got (crash recovery), and which instance is working on a request (a lease, so
+/// two instances never fan out one request at once).
+///
+/// | key | type | holds |
+/// |---|---|---|
+/// | `{prefix}:{<app>}:render:<request id>` | hash | `state` (`running`/`done`), `position` (the scan position after the last confirmed round), `sequence` (batches published so far), `tokens`, `skipped`, `updated_at` (ms) |
+/// | `{prefix}:{<app>}:render:<request id>:lease` | string | the owning instance's id, with a TTL (``RenderConfiguration/leaseDuration``) |
+///
+/// Both carry the app's hash tag, so each script touches one Redis Cluster slot; the hash expires
+/// ``RenderConfiguration/progressTTL`` after its last write. Every write checks the lease first, so an
+/// instance that lost it (it stalled past the lease) can no longer move the position.
+public struct RenderProgressStore: Sendable {
+    private let redis: any RedisCommandExecutor
+    public let keyPrefix: String
+    public let progressTTL: Duration
+    public let leaseDuration: Duration
+
+    public init(redis: any RedisCommandExecutor, keyPrefix: String = "push", progressTTL: Duration, leaseDuration: Duration) {
+        self.redis = redis
+        self.keyPrefix = keyPrefix
+        self.progressTTL = progressTTL
+        self.leaseDuration = leaseDuration
+    }
+
+    public func progressKey(app: String, requestID: String) -> String { "\(keyPrefix):{\(app)}:render:\(requestID)" }
+    public func leaseKey(app: String, requestID: String) -> String { progressKey(app: app, requestID: requestID) + ":lease" }
+
+    /// What ``claim(app:requestID:owner:)`` found.
+    public enum Claim: Sendable, Equatable {
+        /// The request was rendered before: ack it and do nothing.
+        case done
+        /// Another instance holds the lease.
+        case busy
+        /// Ours now: start at `progress` (fresh: position nil, sequence 0).
+        case claimed(RenderProgress)
+    }
+
+    /// Takes the request's lease for `owner` unless the request is done or someone else holds it.
+    public func claim(app: String, requestID: String, owner: String) async throws(RedisError) -> Claim {
+        let reply = try await redis.evalScript(
+            Self.claimScript,
+            keys: [progressKey(app: app, requestID: requestID), leaseKey(app: app, requestID: requestID)],
+            args: [owner, String(Self.milliseconds(leaseDuration))]
+        )
+        guard let elements = reply.array, let kind = elements.first?.string else {
+            throw RedisError(.protocolError, "unexpected reply to the render claim script: \(reply)")
+        }
+        switch kind {
+        case "done": return .done
+        case "busy": return .busy
+        case "claimed":
+            var hash: [String: String] = [:]
+            if elements.count > 1, let fields = elements[1].array {
+                var index = 0
+                while index + 1 < fields.count {
+                    if let field = fields[index].string, let value = fields[index + 1].string { hash[field] = value }
+                    index += 2
+                }
+            }
+            return .claimed(RenderProgress(hash: hash))
+        default:
+            throw RedisError(.protocolError, "unexpected reply to the render claim script: \(reply)")
+        }
+    }
+
+    /// Records `progress` after a confirmed round (or `done` at the end) and renews the lease.
+    ///
+    /// - Returns: false when `owner` no longer holds the lease or the request is already done (another
+    ///   instance finished it); nothing was written then.
+    public func save(app: String, requestID: String, owner: String, progress: RenderProgress, now: Int64) async throws(RedisError) -> Bool {
+        var args = [owner, String(Self.milliseconds(leaseDuration)), String(Self.milliseconds(progressTTL) / 1000), progress.isDone ? "1" : "0"]
+        for (field, value) in progress.fields(now: now) {
+            args.append(field)
+            args.append(value)
+        }
+        let reply = try await redis.evalScript(
+            Self.saveScript,
+            keys: [progressKey(app: app, requestID: requestID), leaseKey(app: app, requestID: requestID)],
+            args: args
+        )
+        return reply.integer == 1
+    }
+
+    /// Gives the lease up (when stopping mid-request), so the redelivered request can be resumed at once.
+    public func release(app: String, requestID: String, owner: String) async throws(RedisError) {
+        try await redis.evalScript(Self.releaseScript, keys: [leaseKey(app: app, requestID: requestID)], args: [owner])
+    }
+
+    static func milliseconds(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        return max(1, seconds * 1000 + attoseconds / 1_000_000_000_000_000)
+    }
+
+    /// `KEYS[1]` progress hash, `KEYS[2]` lease; `ARGV[1]` owner, `ARGV[2]` lease ms.
+    static let claimScript = RedisScript(
+        """
+        if redis.call('HGET', KEYS[1], 'state') == 'done' then return {'done'} end
+        local holder = redis.call('GET', KEYS[2])
+        if holder and holder ~= ARGV[1] then return {'busy'} end
+        redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
+        return {'claimed', redis.call('HGETALL', KEYS[1])}
+        """
+    )
+
+    /// `KEYS[1]` progress hash, `KEYS[2]` lease; `ARGV[1]` owner, `ARGV[2]` lease ms, `ARGV[3]` TTL s,
+    /// `ARGV[4]` done (1/0), `ARGV[5…]` field/value pairs. Returns 1, or 0 when the request is already
+    /// done or another owner holds the lease (an expired lease nobody took is simply ours again).
+    static let saveScript = RedisScript(
+        """
+        if redis.call('HGET', KEYS[1], 'state') == 'done' then return 0 end
+        local holder = redis.call('GET', KEYS[2])
+        if holder and holder ~= ARGV[1] then return 0 end
+        local fields = {}
+        for i = 5, #ARGV do fields[#fields + 1] = ARGV[i] end
+        redis.call('HSET', KEYS[1], unpack(fields))
+        redis.call('EXPIRE', KEYS[1], ARGV[3])
+        if ARGV[4] == '1' then
+          redis.call('DEL', KEYS[2])
+        else
+          redis.call('PEXPIRE', KEYS[2], ARGV[2])
+        end
+        return 1
+        """
+    )
+
+    /// `KEYS[1]` lease; `ARGV[1]` owner.
+    static let releaseScript = RedisScript(
+        """
+        if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+        return 0
+        """
+    )
+}
+
+/// How far a request's fan-out got: the position after the last confirmed round and the counts so far.
+public struct RenderProgress: Sendable, Equatable {
+    /// Where the next round starts; nil before the first round.
+    public var position: TargetPosition?
+    /// Batches published so far; the next batch is `<id>/<sequence + 1>`.
+    public var sequence: Int
+    public var tokens: Int
+    public var skipped: Int
+    public var isDone: Bool
+
+    public init(position: TargetPosition? = nil, sequence: Int = 0, tokens: Int = 0, skipped: Int = 0, isDone: Bool = false) {
+        self.position = position
+        self.sequence = sequence
+        self.tokens = tokens
+        self.skipped = skipped
+        self.isDone = isDone
+    }
+
+    init(hash: [String: String]) {
+        self.init(
+            position: hash["position"].flatMap(TargetPosition.init(encoded:)),
+            sequence: hash["sequence"].flatMap(Int.init) ?? 0,
+            tokens: hash["tokens"].flatMap(Int.init) ?? 0,
+            skipped: hash["skipped"].flatMap(Int.init) ?? 0,
+            isDone: hash["state"] == "done"
+        )
+    }
+
+    func fields(now: Int64) -> [(String, String)] {
+        var fields: [(String, String)] = [
+            ("state", isDone ? "done" : "running"),
+            ("sequence", String(sequence)),
+            ("tokens", String(tokens)),
+            ("skipped", String(skipped)),
+            ("updated_at", String(now)),
+        ]
+        if let position { fields.append(("position", position.encoded)) }
+        return fields
+    }
+}

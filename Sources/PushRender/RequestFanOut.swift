@@ -1,0 +1,295 @@
+import AMQP
+import Logging
+import Metrics
+import PushCore
+import Redis
+import TokenRegistry
+
+/// What a fan-out needs from outside: the broker, Redis, names, settings, metrics and the clock.
+struct FanOutDependencies: Sendable {
+    let amqp: AMQPConnection
+    let redis: any RedisCommandExecutor
+    let queues: PushQueues
+    let configuration: RenderConfiguration
+    let store: RenderProgressStore
+    let metrics: RenderMetrics
+    let now: @Sendable () -> Int64
+}
+
+/// How a fan-out ended.
+enum FanOutOutcome: Sendable, Equatable {
+    /// Every batch is confirmed and the request is marked done.
+    case finished(RenderProgress)
+    /// Stopped between rounds (shutdown); the position is saved, the lease is still ours.
+    case stopped(RenderProgress)
+    /// Another instance took the request over (we stalled past the lease); nothing more was written.
+    case leaseLost
+}
+
+/// Why a fan-out could not go on; its progress up to the last confirmed round is saved.
+enum FanOutError: Error, Sendable {
+    case redis(RedisError)
+    case publish(AMQPError)
+
+    var message: String {
+        switch self {
+        case .redis(let error): "Redis: \(error.message)"
+        case .publish(let error): "publish to push.send: \(error.message)"
+        }
+    }
+}
+
+/// Turns one push request into send batches, round by round:
+///
+/// 1. **Scan** up to ``RenderConfiguration/roundTokens`` tokens from the target (`SSCAN` pages, or
+///    `to.tokens`), looking each page's devices up with one pipelined `HMGET` per token while the
+///    next page is scanned;
+/// 2. **Render**: each device gets its kind's shared rendering from the ``VariantTable``; repeats of
+///    a token are dropped (``TokenDeduplicator``); devices left with nothing are counted and skipped;
+/// 3. **Batch**: tokens are grouped by (environment, rendered payload, push type, priority) into
+///    batches of up to ``RenderConfiguration/batchSize``; at the end of the round every partial batch
+///    is closed too, so a round owns exactly the batches of its tokens;
+/// 4. **Publish** the round's batches to `push.send` together (kept in flight at once) and wait for
+///    every confirm; then **save** the position after the round, the batch sequence and counts in Redis.
+///
+/// Round k+1 is scanned and rendered while round k is being published and saved. A crash re-runs at
+/// most the round whose confirms were not yet saved: batches of earlier rounds are never re-sent; the
+/// batches of that one round may be (with the same batch ids when the registry did not change), and
+/// push-send's per-token dedupe absorbs them.
+final class RequestFanOut {
+    private let request: PushRequest
+    private let dependencies: FanOutDependencies
+    private let scanner: TargetScanner
+    private let lookup: DeviceLookup
+    private let variants: VariantTable
+    private var deduplicator = TokenDeduplicator()
+    private let logger: Logger
+    /// The most tokens one round held (scanned, not yet published): the fan-out's memory bound.
+    private(set) var largestRoundTokens = 0
+
+    init(request: PushRequest, renderer: NotificationRenderer, dependencies: FanOutDependencies, logger: Logger) {
+        self.request = request
+        self.dependencies = dependencies
+        let keys = RegistryKeys(prefix: dependencies.configuration.keyPrefix, app: request.app.bundleID)
+        self.scanner = TargetScanner(redis: dependencies.redis, keys: keys, target: request.target, pageSize: TokenRegistry.scanBatchSize)
+        self.lookup = DeviceLookup(redis: dependencies.redis, keys: keys)
+        self.variants = VariantTable(renderer: renderer)
+        self.logger = logger
+    }
+
+    /// Localisation keys some device kinds left to the device (no catalog along their chain had them).
+    var deviceFallbackKeys: [String] {
+        var keys: [String] = []
+        for variant in variants.variants {
+            for key in variant.notification.deviceFallbackKeys where !keys.contains(key) { keys.append(key) }
+        }
+        return keys
+    }
+
+    /// One round's output: its batches as broker messages, and where the next round starts.
+    struct Round: Sendable {
+        var messages: [AMQPOutboundMessage] = []
+        var position: TargetPosition
+        var sequence: Int
+        var tokens = 0
+        var skipped: [String: Int] = [:]
+        var fallbackTokens = 0
+        var truncatedTokens = 0
+        var skippedTotal: Int { skipped.values.reduce(0, +) }
+    }
+
+    /// Runs rounds from `progress` until the target is exhausted, `shouldStop` says so (checked between
+    /// rounds), or a round fails.
+    func run(from progress: RenderProgress, owner: String, shouldStop: @Sendable () -> Bool) async throws(FanOutError) -> FanOutOutcome {
+        var totals = progress
+        var position = progress.position ?? .start
+        var inFlight: Task<Result<Bool, FanOutError>, Never>?
+        let dependencies = self.dependencies
+        let request = self.request
+        func settle(_ task: Task<Result<Bool, FanOutError>, Never>?) async throws(FanOutError) -> Bool {
+            guard let task else { return true }
+            return try await task.value.get()
+        }
+        repeat {
+            if shouldStop() { break }
+            let round: Round
+            do {
+                round = try await buildRound(from: position, sequence: totals.sequence)
+            } catch {
+                _ = await inFlight?.value
+                throw error
+            }
+            guard try await settle(inFlight) else { return .leaseLost }
+            totals.position = round.position
+            totals.sequence = round.sequence
+            totals.tokens += round.tokens
+            totals.skipped += round.skippedTotal
+            totals.isDone = scanner.isFinished(round.position)
+            let snapshot = totals
+            inFlight = Self.startPublishing(round, progress: snapshot, request: request, owner: owner, dependencies: dependencies)
+            position = round.position
+        } while !scanner.isFinished(position)
+        guard try await settle(inFlight) else { return .leaseLost }
+        if totals.isDone { return .finished(totals) }
+        if scanner.isFinished(position) {
+            // Nothing was left to scan after a resume: mark done.
+            totals.isDone = true
+            let saved: Bool
+            do {
+                saved = try await dependencies.store.save(
+                    app: request.app.bundleID, requestID: request.id, owner: owner, progress: totals, now: dependencies.now())
+            } catch {
+                throw .redis(error)
+            }
+            return saved ? .finished(totals) : .leaseLost
+        }
+        return .stopped(totals)
+    }
+
+    private static func startPublishing(
+        _ round: Round, progress: RenderProgress, request: PushRequest, owner: String, dependencies: FanOutDependencies
+    ) -> Task<Result<Bool, FanOutError>, Never> {
+        Task { await publishAndSave(round, progress: progress, request: request, owner: owner, dependencies: dependencies) }
+    }
+
+    /// Publishes a round's batches with confirms, then saves the progress after it.
+    ///
+    /// - Returns: `.success(false)` when the lease was lost.
+    private static func publishAndSave(
+        _ round: Round, progress: RenderProgress, request: PushRequest, owner: String, dependencies: FanOutDependencies
+    ) async -> Result<Bool, FanOutError> {
+        if !round.messages.isEmpty {
+            let results = await dependencies.amqp.publish(round.messages)
+            for result in results {
+                if case .failure(let error) = result { return .failure(.publish(error)) }
+            }
+        }
+        let metrics = dependencies.metrics
+        metrics.batchesPublished.increment(by: round.messages.count)
+        metrics.tokensTargeted.increment(by: round.tokens)
+        metrics.localizationFallbacks.increment(by: round.fallbackTokens)
+        metrics.truncated.increment(by: round.truncatedTokens)
+        for (reason, count) in round.skipped { metrics.skipped(reason, count: count) }
+        do {
+            let saved = try await dependencies.store.save(
+                app: request.app.bundleID, requestID: request.id, owner: owner, progress: progress, now: dependencies.now())
+            return .success(saved)
+        } catch {
+            return .failure(.redis(error))
+        }
+    }
+
+    // MARK: Building a round
+
+    private struct GroupKey: Hashable, Comparable {
+        let environment: AppConfiguration.Environment
+        let variant: Int
+
+        static func < (lhs: GroupKey, rhs: GroupKey) -> Bool {
+            (lhs.variant, lhs.environment.rawValue) < (rhs.variant, rhs.environment.rawValue)
+        }
+    }
+
+    private func buildRound(from start: TargetPosition, sequence: Int) async throws(FanOutError) -> Round {
+        var round = Round(position: start, sequence: sequence)
+        let roundTokens = dependencies.configuration.roundTokens
+        let batchSize = dependencies.configuration.batchSize
+        let lookup = self.lookup
+        var pages: [(tokens: [DeviceToken], devices: Task<Result<[LookedUpDevice], RedisError>, Never>)] = []
+        var scanned = 0
+        do {
+            while !scanner.isFinished(round.position), scanned < roundTokens {
+                let page = try await scanner.page(at: round.position)
+                round.position = page.next
+                scanned += page.tokens.count + page.unreadable
+                if page.unreadable > 0 { round.skipped[SkipReason.unreadableRecord.rawValue, default: 0] += page.unreadable }
+                guard !page.tokens.isEmpty else { continue }
+                let tokens = page.tokens
+                pages.append((tokens, Task { () -> Result<[LookedUpDevice], RedisError> in
+                    do throws(RedisError) { return .success(try await lookup.devices(tokens)) } catch { return .failure(error) }
+                }))
+            }
+        } catch {
+            for page in pages { _ = await page.devices.value }
+            throw .redis(error)
+        }
+        largestRoundTokens = max(largestRoundTokens, scanned)
+
+        var open: [GroupKey: [DeviceToken]] = [:]
+        let createdAt = dependencies.now()
+        func close(_ key: GroupKey, _ tokens: [DeviceToken]) {
+            let variant = variants.variants[key.variant]
+            round.sequence += 1
+            let batchID = "\(request.id)/\(round.sequence)"
+            let body = variant.encoder(for: key.environment, request: request).encode(batchID: batchID, tokens: tokens, createdAt: createdAt)
+            round.messages.append(
+                AMQPOutboundMessage(
+                    exchange: dependencies.queues.exchange,
+                    routingKey: dependencies.queues.send.routingKey,
+                    body: body,
+                    properties: AMQPProperties(messageID: batchID, timestamp: UInt64(max(0, createdAt / 1000)))
+                ))
+            round.tokens += tokens.count
+            if !variant.notification.deviceFallbackKeys.isEmpty { round.fallbackTokens += tokens.count }
+            if variant.notification.truncated { round.truncatedTokens += tokens.count }
+        }
+        var failure: RedisError?
+        for page in pages {
+            let devices: [LookedUpDevice]
+            switch await page.devices.value {
+            case .success(let found): devices = found
+            case .failure(let error):
+                failure = failure ?? error
+                continue
+            }
+            guard failure == nil else { continue }
+            for (token, device) in zip(page.tokens, devices) {
+                guard deduplicator.insert(token) else {
+                    round.skipped["duplicate", default: 0] += 1
+                    continue
+                }
+                let environment: AppConfiguration.Environment
+                let locale: String?
+                let settings: NotificationSettings
+                switch device {
+                case .registered(let registeredEnvironment, let registeredLocale, let registeredSettings):
+                    (environment, locale, settings) = (registeredEnvironment, registeredLocale, registeredSettings)
+                case .unregistered where scanner.tokensAreListed:
+                    // A listed token the registry does not know: other services may know tokens directly,
+                    // so it gets the app's environment, the default locale and every part enabled.
+                    (environment, locale, settings) = (request.app.environment, nil, NotificationSettings())
+                case .unregistered:
+                    round.skipped[SkipReason.unregistered.rawValue, default: 0] += 1
+                    continue
+                case .unreadable:
+                    round.skipped[SkipReason.unreadableRecord.rawValue, default: 0] += 1
+                    continue
+                }
+                let entry: VariantTable.Entry
+                do {
+                    entry = try variants.entry(locale: locale, settings: settings)
+                } catch {
+                    logger.error("a device's rendering failed after the preflight passed; skipping it", metadata: ["push.error": "\(error)"])
+                    round.skipped["render_failed", default: 0] += 1
+                    continue
+                }
+                switch entry {
+                case .skipped(let reason):
+                    round.skipped[reason.rawValue, default: 0] += 1
+                case .variant(let variant):
+                    let key = GroupKey(environment: environment, variant: variant.id)
+                    open[key, default: []].append(token)
+                    if open[key]!.count >= batchSize {
+                        close(key, open.removeValue(forKey: key)!)
+                    }
+                }
+            }
+        }
+        if let failure { throw .redis(failure) }
+        for key in open.keys.sorted() {
+            close(key, open[key]!)
+        }
+        deduplicator.endRound()
+        return round
+    }
+}

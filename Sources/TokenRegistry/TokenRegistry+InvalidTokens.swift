@@ -1,0 +1,200 @@
+public import PushCore
+import Redis
+
+/// CONTRACT.md's invalid-token rule for many tokens at once, for push-feedback: one pipelined write of
+/// one Lua call per token, so a batch of feedback costs one round trip to Redis.
+///
+/// Each call does what ``TokenRegistry/deleteIfNotRegistered(since:app:token:)`` does — the token is
+/// removed (record, user, topic and app sets, atomically) only if it was not registered again after
+/// the report's moment — and also leaves a short-lived *removal note* (`{prefix}:{<app>}:removed:<hex>`,
+/// a string `<at ms> <reason>` that expires after `noteLifetime`). A report that finds no record but a
+/// note learns that an earlier delivery of the same report removed the token, so a consumer that
+/// crashed (or whose event publish failed) after the removal can still announce it when the report is
+/// redelivered, keeping `token.removed` at least once.
+extension TokenRegistry {
+    /// Runs the invalid-token rule for every report, in one pipeline.
+    ///
+    /// - Parameters:
+    ///   - reports: what to remove; several apps may be mixed.
+    ///   - now: ms since 1970, stored in removal notes.
+    ///   - noteLifetime: how long removal notes live; `nil` or zero leaves none (and reads none).
+    /// - Returns: one result per report, in order. A report fails alone when Redis answered its call with
+    ///   an error (a `WRONGTYPE` key is ``RegistryError/Code/corruptRecord``).
+    /// - Throws: ``RegistryError`` when the pipeline as a whole failed (Redis unreachable, timed out):
+    ///   then any of the reports may or may not have been applied, and repeating them is safe.
+    public func removeIfNotRegistered(
+        _ reports: [InvalidTokenReport],
+        now: Int64,
+        noteLifetime: Duration?
+    ) async throws(RegistryError) -> [Result<InvalidTokenOutcome, RegistryError>] {
+        guard !reports.isEmpty else { return [] }
+        let lifetime = noteLifetime.map { duration -> Int64 in
+            let (seconds, attoseconds) = duration.components
+            return Swift.max(0, seconds * 1000 + attoseconds / 1_000_000_000_000_000)
+        } ?? 0
+        let script = Self.removeIfNotRegisteredScript
+        let commands = reports.map { report -> RedisCommand in
+            let keys = keys(app: report.app)
+            var command: RedisCommand = ["EVALSHA", script.sha1, "3", keys.record(report.token), keys.tokens, keys.removalNote(report.token)]
+            command.append(keys.base)
+            command.append(report.token.hex)
+            command.append(report.invalidSince)
+            command.append("\(now) \(report.reason)")
+            command.append(lifetime)
+            return command
+        }
+        let operation = "invalid-token removal of \(reports.count) tokens"
+        var replies: [RedisReply]
+        do {
+            replies = try await redis.pipeline(commands)
+            // Redis forgets scripts on restart and SCRIPT FLUSH: load it once and rerun the calls it
+            // refused (they did not run at all).
+            let refused = replies.indices.filter { replies[$0].errorMessage?.hasPrefix("NOSCRIPT") == true }
+            if !refused.isEmpty {
+                try await redis.execute("SCRIPT", "LOAD", script.source)
+                let again = try await redis.pipeline(refused.map { commands[$0] })
+                for (index, reply) in zip(refused, again) { replies[index] = reply }
+            }
+        } catch {
+            throw RegistryError.redis(error, during: operation, key: keys(app: reports[0].app).tokens)
+        }
+        return zip(reports, replies).map { report, reply in
+            Self.outcome(reply, report: report, keys: keys(app: report.app))
+        }
+    }
+
+    private static func outcome(_ reply: RedisReply, report: InvalidTokenReport, keys: RegistryKeys) -> Result<InvalidTokenOutcome, RegistryError> {
+        let recordKey = keys.record(report.token)
+        let operation = "invalid-token removal of \(keys.base)token:\(report.token.redacted)"
+        if let message = reply.errorMessage {
+            return .failure(RegistryError.redis(RedisError(.serverError, message), during: operation, key: recordKey))
+        }
+        guard let elements = reply.array, let kind = elements.first?.integer else {
+            return .failure(RegistryError.unexpectedReply(reply, during: operation))
+        }
+        switch kind {
+        case 0:
+            guard elements.count == 2, let note = elements[1].string else { return .success(.notFound(earlierRemoval: nil)) }
+            return .success(.notFound(earlierRemoval: EarlierRemoval(note: note)))
+        case 1:
+            guard elements.count == 2, let updatedAt = elements[1].integer else {
+                return .failure(RegistryError.corrupt(key: recordKey, field: "updated_at", "must be ms since 1970, got \(elements.dropFirst().first.map { "\($0)" } ?? "nothing")"))
+            }
+            return .success(.keptRegisteredAfter(updatedAt))
+        case 2:
+            return .success(.removed(user: elements.count == 2 ? elements[1].string : nil))
+        default:
+            return .failure(RegistryError.unexpectedReply(reply, during: operation))
+        }
+    }
+
+    /// ``deleteIfNotRegisteredScript`` plus removal notes, with the record read once (one `HMGET`
+    /// instead of four calls: this runs for every feedback event). `KEYS[3]` = the note's key;
+    /// `ARGV[4]` = the note (`<now> <reason>`), `ARGV[5]` = its lifetime in ms (0: none). Returns `{0}`
+    /// or `{0, note}` (no record), `{1, updated_at}` (kept), `{2}` or `{2, user}` (removed). Like the
+    /// single-token script, a record without a readable `updated_at` is removed, and a `topics` field
+    /// that is not a JSON array is skipped.
+    static let removeIfNotRegisteredScript = RedisScript(
+        """
+        local record, all, removed = KEYS[1], KEYS[2], KEYS[3]
+        local base, token, since, note, lifetime = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
+        local held = redis.call('HMGET', record, 'updated_at', 'user', 'topics')
+        if not held[1] and not held[2] and not held[3] and redis.call('EXISTS', record) == 0 then
+          redis.call('SREM', all, token)
+          if lifetime > 0 then
+            local earlier = redis.call('GET', removed)
+            if earlier then return {0, earlier} end
+          end
+          return {0}
+        end
+        local updated_at = held[1] and tonumber(held[1])
+        if updated_at and updated_at > since then
+          return {1, held[1]}
+        end
+        if held[2] then redis.call('SREM', base .. 'user:' .. held[2], token) end
+        if held[3] then
+          local ok, topics = pcall(cjson.decode, held[3])
+          if ok and type(topics) == 'table' then
+            for _, topic in ipairs(topics) do
+              if type(topic) == 'string' then redis.call('SREM', base .. 'topic:' .. topic, token) end
+            end
+          end
+        end
+        redis.call('SREM', all, token)
+        redis.call('DEL', record)
+        if lifetime > 0 then redis.call('SET', removed, note, 'PX', lifetime) end
+        if held[2] then return {2, held[2]} end
+        return {2}
+        """
+    )
+}
+
+/// What ``TokenRegistry/removeIfNotRegistered(_:now:noteLifetime:)`` did with one report.
+public enum InvalidTokenOutcome: Sendable, Equatable {
+    /// Removed with its set memberships; `user` is who had registered it, if anyone.
+    case removed(user: String?)
+    /// Registered again after the report's moment, at this time (ms since 1970): kept.
+    case keptRegisteredAfter(Int64)
+    /// No record. `earlierRemoval` is set when a removal note says this registry removed it recently
+    /// (an earlier delivery of the same report, or another report for the token).
+    case notFound(earlierRemoval: EarlierRemoval?)
+}
+
+/// A removal note: when and why the token was removed.
+public struct EarlierRemoval: Sendable, Hashable {
+    /// ms since 1970.
+    public var at: Int64
+    public var reason: String
+
+    public init(at: Int64, reason: String) {
+        self.at = at
+        self.reason = reason
+    }
+
+    /// Reads `<at> <reason>`; a note that does not parse still says the token was removed.
+    init(note: String) {
+        let parts = note.split(separator: " ", maxSplits: 1)
+        self.at = parts.first.flatMap { Int64($0) } ?? 0
+        self.reason = parts.count == 2 ? String(parts[1]) : "Unknown"
+    }
+}
+
+extension RegistryKeys {
+    /// The removal note of `token` (see ``TokenRegistry/removeIfNotRegistered(_:now:noteLifetime:)``):
+    /// a string that expires on its own.
+    public func removalNote(_ token: DeviceToken) -> String { base + "removed:" + token.hex }
+}
+
+// MARK: Resumable scans
+
+extension TokenRegistry {
+    /// One `SSCAN` page of `app`'s token set from `cursor` (`"0"` starts a pass), for scans that must
+    /// survive a restart (the stale-token sweep keeps the cursor in Redis). ``tokens(app:)`` is the
+    /// simpler choice for one pass in one process.
+    ///
+    /// - Returns: the page's tokens, members that are not normalised tokens (left alone, for the caller
+    ///   to report), and the cursor to continue from (`"0"`: the pass is complete).
+    public func tokenPage(app: String, cursor: String, count: Int) async throws(RegistryError) -> (tokens: [DeviceToken], foreign: Int, next: String) {
+        let key = keys(app: app).tokens
+        let reply: RedisReply
+        do {
+            reply = try await redis.execute("SSCAN", key, cursor, "COUNT", String(Swift.max(1, count)))
+        } catch {
+            throw RegistryError.redis(error, during: "scan of \(key)", key: key)
+        }
+        guard let parts = reply.array, parts.count == 2, let next = parts[0].string, let members = parts[1].array else {
+            throw RegistryError.unexpectedReply(reply, during: "scan of \(key)")
+        }
+        var tokens: [DeviceToken] = []
+        tokens.reserveCapacity(members.count)
+        var foreign = 0
+        for member in members {
+            if let text = member.string, let token = try? DeviceToken(normalizing: text), token.hex == text {
+                tokens.append(token)
+            } else {
+                foreign += 1
+            }
+        }
+        return (tokens, foreign, next)
+    }
+}

@@ -1,0 +1,133 @@
+import AMQP
+import ArgumentParser
+import Foundation
+import PushCore
+
+extension PushctlCommand {
+    /// `pushctl dead list|replay`: what ended in `push.dead` and why, and sending it back once the
+    /// cause is fixed.
+    struct Dead: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Inspect and replay dead letters (push.dead).",
+            subcommands: [List.self, Replay.self]
+        )
+
+        /// The queue a dead letter came from: RabbitMQ's `x-death` (the first entry's queue), if any.
+        static func sourceQueue(_ delivery: AMQPDelivery) -> String? {
+            guard case .array(let deaths)? = delivery.properties.headers["x-death"],
+                case .table(let first)? = deaths.first
+            else { return nil }
+            return first["queue"]?.stringValue
+        }
+
+        /// How long to wait for the next message before deciding the queue is drained.
+        static let idleWait: Duration = .seconds(2)
+
+        /// Up to `limit` deliveries from `push.dead`, unsettled.
+        static func take(_ amqp: AMQPConnection, queues: PushQueues, limit: Int) async throws -> [AMQPDelivery] {
+            let consumer = amqp.consume(queue: queues.dead, prefetch: UInt16(min(limit, 1000)))
+            var taken: [AMQPDelivery] = []
+            let collector = Task {
+                var taken: [AMQPDelivery] = []
+                for try await delivery in consumer {
+                    taken.append(delivery)
+                    if taken.count >= limit { break }
+                }
+                return taken
+            }
+            // The consumer ends when the limit is reached or nothing more arrives for a while.
+            let stopper = Task {
+                try? await Task.sleep(for: idleWait + .milliseconds(limit))
+                consumer.cancel()
+            }
+            taken = try await collector.value
+            stopper.cancel()
+            consumer.cancel()
+            return taken
+        }
+
+        struct List: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Print up to N dead letters (reason, source queue, body) and leave them in place."
+            )
+
+            @OptionGroup var connection: ConnectionOptions
+
+            @Option(help: "At most this many.")
+            var limit: Int = 20
+
+            func run() async throws {
+                guard (1...10_000).contains(limit) else { throw ValidationError("--limit must be 1–10000") }
+                let amqp = try await connection.amqp()
+                let deliveries = try await Dead.take(amqp, queues: connection.queues, limit: limit)
+                for delivery in deliveries {
+                    let reason = delivery.properties.headers[PushQueues.errorHeader]?.stringValue ?? "(rejected or over the delivery limit)"
+                    let source = Dead.sourceQueue(delivery) ?? "-"
+                    print("reason: \(reason)\nfrom:   \(source)\nbody:   \(String(decoding: delivery.body.prefix(2000), as: UTF8.self))\n")
+                }
+                for delivery in deliveries { delivery.nack(requeue: true) }
+                await amqp.close()
+                print("\(deliveries.count) dead letter(s) shown")
+            }
+        }
+
+        struct Replay: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Send dead letters back to a work queue (the one they died in, or --to), each removed only after the broker confirmed the copy.",
+                discussion: "Letters a service dead-lettered itself name no source queue; replay those with --to, e.g. --to push.requests."
+            )
+
+            @OptionGroup var connection: ConnectionOptions
+
+            @Option(help: "The queue to send them to (default: the queue each one died in).")
+            var to: String?
+
+            @Option(help: "Replay only letters whose reason contains this text.")
+            var matching: String?
+
+            @Option(help: "At most this many.")
+            var limit: Int = 1000
+
+            func run() async throws {
+                guard (1...100_000).contains(limit) else { throw ValidationError("--limit must be 1–100000") }
+                let workQueues = connection.queues.workQueues.map(\.name)
+                if let to, !workQueues.contains(to) {
+                    throw ValidationError("--to must be a work queue: \(workQueues.joined(separator: ", "))")
+                }
+                let amqp = try await connection.amqp()
+                let deliveries = try await Dead.take(amqp, queues: connection.queues, limit: limit)
+                var replayed = 0
+                var skipped = 0
+                for delivery in deliveries {
+                    let reason = delivery.properties.headers[PushQueues.errorHeader]?.stringValue ?? ""
+                    guard matching.map({ reason.contains($0) }) ?? true, let target = to ?? Dead.sourceQueue(delivery) else {
+                        delivery.nack(requeue: true)
+                        skipped += 1
+                        continue
+                    }
+                    var properties = delivery.properties
+                    properties.headers["x-death"] = nil
+                    properties.headers["x-first-death-exchange"] = nil
+                    properties.headers["x-first-death-queue"] = nil
+                    properties.headers["x-first-death-reason"] = nil
+                    properties.headers["x-last-death-exchange"] = nil
+                    properties.headers["x-last-death-queue"] = nil
+                    properties.headers["x-last-death-reason"] = nil
+                    properties.headers[PushQueues.errorHeader] = nil
+                    properties.persistent = true
+                    do {
+                        try await amqp.publish(AMQPOutboundMessage(exchange: "", routingKey: target, body: delivery.body, properties: properties))
+                        delivery.ack()
+                        replayed += 1
+                    } catch {
+                        delivery.nack(requeue: true)
+                        await amqp.close()
+                        throw error
+                    }
+                }
+                await amqp.close()
+                print("replayed \(replayed) dead letter(s); left \(skipped) in push.dead")
+            }
+        }
+    }
+}

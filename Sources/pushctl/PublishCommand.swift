@@ -1,0 +1,56 @@
+import AMQP
+import ArgumentParser
+import Foundation
+import PushCore
+
+extension PushctlCommand {
+    /// `pushctl publish`: puts a push request (or a registration) on the broker exactly as other
+    /// services do — persistent JSON, publisher confirm — for tests, demos and manual replays.
+    struct Publish: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Publish a push request (CONTRACT.md, Push request v1) or a registration message from a file or stdin.",
+            discussion: """
+                The body is checked to be a JSON object; push-render (or push-ingest) does the full validation and dead-letters what it refuses.
+                Example:  echo '{"id":"demo-1","app":"com.example.game","to":{"users":["alice"]},"payload":{"aps":{"alert":"Hi"}}}' | pushctl publish -
+                """
+        )
+
+        @OptionGroup var connection: ConnectionOptions
+
+        @Argument(help: "The message file, or - for stdin.")
+        var file: String
+
+        @Flag(help: "Publish to push.registrations (routing key registration) instead of push.requests.")
+        var registration = false
+
+        func run() async throws {
+            let data: Data
+            if file == "-" {
+                data = FileHandle.standardInput.readDataToEndOfFile()
+            } else {
+                guard let read = FileManager.default.contents(atPath: file) else { throw ValidationError("cannot read '\(file)'") }
+                data = read
+            }
+            guard let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
+                throw ValidationError("'\(file)' is not a JSON object")
+            }
+            let queues = connection.queues
+            let routingKey = registration ? queues.registrations.routingKey : queues.requests.routingKey
+            let amqp = try await connection.amqp()
+            do {
+                try await amqp.publish(
+                    AMQPOutboundMessage(
+                        exchange: queues.exchange, routingKey: routingKey, body: Array(data),
+                        properties: AMQPProperties(contentType: "application/json", persistent: true)
+                    )
+                )
+            } catch {
+                await amqp.close()
+                throw error
+            }
+            await amqp.close()
+            let label = (object["id"] as? String).map { " '\($0)'" } ?? ""
+            print("published\(label) to exchange \(queues.exchange), routing key \(routingKey) (confirmed)")
+        }
+    }
+}

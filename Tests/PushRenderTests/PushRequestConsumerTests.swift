@@ -1,0 +1,320 @@
+import AMQP
+import Foundation
+import PushCore
+@testable import PushRender
+import Redis
+import ServiceLifecycle
+import Testing
+import TestSupport
+import TokenRegistry
+import Synchronization
+
+/// push-render's consumer against the shared test RabbitMQ and Redis; fails when either is not running.
+@Suite("push-render against real RabbitMQ and Redis", .timeLimit(.minutes(3)))
+struct PushRequestConsumerTests {
+    @Test func usersGetTheirEnvironmentLocaleAndSettings() async throws {
+        try await withRenderFixture("users") { fixture in
+            let aliceEN = fixture.token(1), aliceDE = fixture.token(2), bob = fixture.token(3), carol = fixture.token(4)
+            try await fixture.register(aliceEN, DeviceRegistration(user: "alice", locale: "en-US", environment: .production))
+            try await fixture.register(
+                aliceDE, DeviceRegistration(user: "alice", locale: "de_CH", environment: .sandbox, settings: NotificationSettings(sound: false)))
+            try await fixture.register(bob, DeviceRegistration(user: "bob", locale: "zh-Hant-TW", settings: NotificationSettings(alert: false)))
+            try await fixture.register(carol, DeviceRegistration(user: "carol", settings: NotificationSettings(alert: false, badge: false, sound: false)))
+            let request = #"""
+                {"id": "users-1", "app": "\#(fixture.app)", "to": {"users": ["alice", "bob", "carol", "nobody"]}, "localize": "server",
+                 "payload": {"aps": {"alert": {"loc-key": "GAME_PLAY_REQUEST_FORMAT", "loc-args": ["Jenna", "Frank"]}, "badge": 2, "sound": "ping.aiff"}, "game": 7},
+                 "expiration": 1767229200, "collapse_id": "game-7"}
+                """#
+            try await fixture.run { _ in
+                try await fixture.publish(request)
+                try await fixture.waitUntilDone("users-1")
+            }
+            let batches = try await fixture.drainBatches()
+            var byToken: [String: SendBatch] = [:]
+            for batch in batches {
+                #expect(batch.requestID == "users-1")
+                #expect(batch.app == fixture.app)
+                #expect(batch.expiration == 1_767_229_200)
+                #expect(batch.collapseID == "game-7")
+                #expect(batch.attempt == 0)
+                for token in batch.tokens { byToken[token] = batch }
+            }
+            #expect(Set(byToken.keys) == [aliceEN.hex, aliceDE.hex, bob.hex], "carol's device has nothing to show")
+            #expect(byToken[aliceEN.hex]?.environment == .production)
+            #expect(byToken[aliceEN.hex]?.payload == #"{"aps":{"alert":{"body":"Jenna and Frank have invited you to play Monopoly"},"badge":2,"sound":"ping.aiff"},"game":7}"#)
+            #expect(byToken[aliceDE.hex]?.environment == .sandbox)
+            #expect(byToken[aliceDE.hex]?.payload == #"{"aps":{"alert":{"body":"Jenna und Frank haben dich zu Monopoly eingeladen"},"badge":2},"game":7}"#)
+            #expect(byToken[bob.hex]?.environment == .production, "registered without one: the registry stored the default")
+            #expect(byToken[bob.hex]?.payload == #"{"aps":{"badge":2,"sound":"ping.aiff"},"game":7}"#)
+            #expect(Set(batches.map(\.batchID)) == Set((1...batches.count).map { "users-1/\($0)" }))
+            let progress = try await fixture.progress("users-1")
+            #expect(progress["tokens"] == "3")
+            #expect(progress["skipped"] == "1")
+            #expect(try await fixture.amqp.queueStatus(fixture.names.dead).messages == 0)
+        }
+    }
+
+    @Test func listedTokensUnknownToTheRegistryGetTheAppDefaults() async throws {
+        try await withRenderFixture("tokens") { fixture in
+            let known = fixture.token(10), unknown = fixture.token(11)
+            try await fixture.register(known, DeviceRegistration(environment: .production, settings: NotificationSettings(badge: false)))
+            try await fixture.run { _ in
+                try await fixture.publish(
+                    #"{"id": "tokens-1", "app": "\#(fixture.app)", "to": {"tokens": ["\#(known.hex)", "\#(unknown.hex.uppercased())"]}, "payload": {"aps": {"alert": "Hi", "badge": 1}}}"#)
+                try await fixture.waitUntilDone("tokens-1")
+            }
+            let batches = try await fixture.drainBatches()
+            #expect(batches.count == 2)
+            let knownBatch = try #require(batches.first { $0.tokens == [known.hex] })
+            #expect(knownBatch.environment == .production)
+            #expect(knownBatch.payload == #"{"aps":{"alert":"Hi"}}"#)
+            let unknownBatch = try #require(batches.first { $0.tokens == [unknown.hex] })
+            #expect(unknownBatch.environment == .sandbox, "the app's default environment")
+            #expect(unknownBatch.payload == #"{"aps":{"alert":"Hi","badge":1}}"#, "every part enabled")
+        }
+    }
+
+    @Test func malformedRequestsAreDeadLetteredWithTheReasonAndLaterOnesStillRendered() async throws {
+        try await withRenderFixture("invalid") { fixture in
+            let token = fixture.token(20)
+            try await fixture.register(token, DeviceRegistration(user: "dora"))
+            let invalid: [(body: String, reason: String)] = [
+                ("{not json", "body: is not valid JSON"),
+                (#"{"id": "x", "app": "com.example.unknown", "to": {"all": true}, "payload": {"aps": {"alert": "x"}}}"#, "app: names no configured app"),
+                (#"{"id": "x", "app": "\#(fixture.app)", "to": {"all": true}, "payload": {"aps": {"badge": "1"}}}"#, "payload.aps.badge: must be a whole number"),
+                (#"{"id": "x", "app": "\#(fixture.app)", "to": {"all": true}, "payload": {"aps": {"content-available": 1, "sound": "a"}}, "push_type": "background"}"#,
+                 "payload.aps.sound: a background push carries only content-available"),
+                (#"{"id": "x", "app": "\#(fixture.app)", "to": {"all": true}, "payload": {"aps": {"badge": 1}, "blob": "\#(String(repeating: "z", count: 4100))"}}"#,
+                 "payload: the rendered payload is"),
+            ]
+            try await fixture.run { _ in
+                for (index, message) in invalid.enumerated() {
+                    try await fixture.publish(message.body, headers: ["x-test-index": .int64(Int64(index))], messageID: "m-\(index)")
+                }
+                try await fixture.publish(#"{"id": "after", "app": "\#(fixture.app)", "to": {"users": ["dora"]}, "payload": {"aps": {"alert": "still here"}}}"#)
+                try await fixture.waitUntilDone("after")
+                let dead = try await fixture.receive(from: fixture.names.dead, count: invalid.count)
+                for delivery in dead {
+                    let index = try #require(delivery.properties.headers["x-test-index"]?.intValue.map { Int($0) })
+                    let reason = delivery.properties.headers[PushQueues.errorHeader]?.stringValue ?? ""
+                    #expect(reason.hasPrefix(invalid[index].reason), "message \(index): \(reason)")
+                    #expect(String(decoding: delivery.body, as: UTF8.self) == invalid[index].body, "the original body")
+                    #expect(delivery.properties.messageID == "m-\(index)")
+                }
+            }
+            let batches = try await fixture.drainBatches()
+            #expect(batches.map(\.tokens) == [[token.hex]])
+        }
+    }
+
+    @Test func aRedeliveredRequestIsNotRenderedTwice() async throws {
+        try await withRenderFixture("dedupe") { fixture in
+            let tokens = (0..<30).map { fixture.token(100 + $0) }
+            for token in tokens { try await fixture.register(token, DeviceRegistration(topics: ["news"])) }
+            let request = #"{"id": "once", "app": "\#(fixture.app)", "to": {"topic": "news"}, "payload": {"aps": {"alert": "Extra!"}}}"#
+            var configuration = fixture.configuration
+            configuration.batchSize = 7
+            try await fixture.run(configuration: configuration) { _ in
+                try await fixture.publish(request)
+                try await fixture.waitUntilDone("once")
+                // The same request again, as after a redelivery or a publisher retry.
+                try await fixture.publish(request)
+                try await fixture.publish(request)
+                try await fixture.waitUntilRequestsSettled()
+                try await Task.sleep(for: .milliseconds(300))
+            }
+            let batches = try await fixture.drainBatches()
+            #expect(batches.count == 5, "30 tokens in batches of 7, once")
+            #expect(batches.allSatisfy { $0.tokens.count <= 7 })
+            let sent = batches.flatMap(\.tokens)
+            #expect(sent.count == 30)
+            #expect(Set(sent) == Set(tokens.map(\.hex)))
+        }
+    }
+
+    /// A fan-out that dies after some rounds (its lease left to expire, as after `kill -9`) is resumed
+    /// by the redelivered request: the batches already published are not published again, the rest
+    /// are, and the batch numbers carry on.
+    @Test func aCrashedFanOutResumesWithoutResendingPublishedBatches() async throws {
+        var configuration = RenderConfiguration(batchSize: 100, roundTokens: 1000, leaseDuration: .milliseconds(500))
+        configuration.concurrency = 1
+        try await withRenderFixture("resume", configuration: configuration) { fixture in
+            let tokens = try await fixture.registerMany(5000, topic: "sale")
+            let body = #"{"id": "resume-1", "app": "\#(fixture.app)", "to": {"topic": "sale"}, "payload": {"aps": {"alert": "Sale!"}}}"#
+            let request = try PushRequest(body: Array(body.utf8), apps: fixture.apps)
+            let store = RenderProgressStore(redis: fixture.redis, keyPrefix: fixture.keyPrefix, progressTTL: .seconds(600), leaseDuration: configuration.leaseDuration)
+            guard case .claimed(let progress) = try await store.claim(app: fixture.app, requestID: request.id, owner: "crashed-instance") else {
+                throw RenderTestFailure("could not claim")
+            }
+            let dependencies = FanOutDependencies(
+                amqp: fixture.amqp, redis: fixture.redis, queues: fixture.names, configuration: fixture.configuration, store: store,
+                metrics: RenderMetrics(), now: { 1_000 })
+            let fanOut = RequestFanOut(
+                request: request, renderer: NotificationRenderer(request: request, catalogs: fixture.catalogs), dependencies: dependencies,
+                logger: renderTestLogger)
+            let rounds = RoundCounter(limit: 2)
+            let outcome = try await fanOut.run(from: progress, owner: "crashed-instance", shouldStop: { rounds.next() })
+            guard case .stopped(let stopped) = outcome else { throw RenderTestFailure("expected a stop, got \(outcome)") }
+            let published = try await fixture.amqp.queueStatus(fixture.names.send.name).messages
+            #expect(published == stopped.sequence)
+            #expect(stopped.tokens >= 2000 && stopped.tokens < 5000)
+            // The instance "dies" holding the lease; once it expires the redelivered request resumes.
+            try await Task.sleep(for: .milliseconds(700))
+            try await fixture.run { _ in
+                try await fixture.publish(body)
+                try await fixture.waitUntilDone("resume-1")
+            }
+            let batches = try await fixture.drainBatches()
+            let sent = batches.flatMap(\.tokens)
+            #expect(sent.count == 5000, "no token twice")
+            #expect(Set(sent) == Set(tokens.map(\.hex)))
+            #expect(batches.allSatisfy { $0.tokens.count <= 100 })
+            let numbers = batches.compactMap { Int($0.batchID.split(separator: "/").last ?? "") }.sorted()
+            #expect(numbers == Array(1...batches.count), "batch numbers carry on after the resume")
+            #expect(try await fixture.progress("resume-1")["tokens"] == "5000")
+        }
+    }
+
+    /// 100,000 tokens in one topic, streamed: no round holds more than `roundTokens` (+ one page), the
+    /// process's memory stays bounded, every token is sent once, batches are full but for the ends of rounds.
+    @Test func aHundredThousandTokenTopicStreamsWithBoundedMemory() async throws {
+        let configuration = RenderConfiguration(batchSize: 500, roundTokens: 10_000)
+        try await withRenderFixture("large", configuration: configuration) { fixture in
+            let tokens = try await fixture.registerMany(100_000, topic: "everyone")
+            let body = #"{"id": "large-1", "app": "\#(fixture.app)", "to": {"topic": "everyone"}, "localize": "server", "payload": {"aps": {"alert": {"loc-key": "GAME_PLAY_REQUEST_FORMAT", "loc-args": ["A", "B"]}, "sound": "s.aiff"}}}"#
+            let request = try PushRequest(body: Array(body.utf8), apps: fixture.apps)
+            let store = RenderProgressStore(redis: fixture.redis, keyPrefix: fixture.keyPrefix, progressTTL: .seconds(600), leaseDuration: .seconds(60))
+            guard case .claimed(let progress) = try await store.claim(app: fixture.app, requestID: request.id, owner: "test") else {
+                throw RenderTestFailure("could not claim")
+            }
+            let dependencies = FanOutDependencies(
+                amqp: fixture.amqp, redis: fixture.redis, queues: fixture.names, configuration: fixture.configuration, store: store,
+                metrics: RenderMetrics(), now: { 1_000 })
+            let fanOut = RequestFanOut(
+                request: request, renderer: NotificationRenderer(request: request, catalogs: fixture.catalogs), dependencies: dependencies,
+                logger: renderTestLogger)
+            let baseline = residentMegabytes()
+            let sampler = Task {
+                var peak = 0
+                while !Task.isCancelled {
+                    peak = max(peak, residentMegabytes())
+                    try? await Task.sleep(for: .milliseconds(20))
+                }
+                return peak
+            }
+            let outcome = try await fanOut.run(from: progress, owner: "test", shouldStop: { false })
+            sampler.cancel()
+            let peak = await sampler.value
+            guard case .finished(let totals) = outcome else { throw RenderTestFailure("expected the fan-out to finish, got \(outcome)") }
+            #expect(totals.tokens == 100_000)
+            #expect(fanOut.largestRoundTokens <= 10_000 + 2 * TokenRegistry.scanBatchSize, "a round holds about roundTokens tokens")
+            #expect(peak - baseline < 150, "resident memory grew by \(peak - baseline) MB")
+
+            let batches = try await fixture.drainBatches()
+            let sent = batches.flatMap(\.tokens)
+            #expect(sent.count == 100_000)
+            #expect(Set(sent) == Set(tokens.map(\.hex)))
+            #expect(batches.allSatisfy { $0.tokens.count <= 500 })
+            // (environment × locale × sound) = 2 × 2 × 2 kinds; partial batches only at the ends of rounds.
+            #expect(batches.count <= 100_000 / 500 + 8 * 11, "\(batches.count) batches")
+            let german = try #require(batches.first { $0.payload.contains("eingeladen") })
+            #expect(german.payload.hasPrefix(#"{"aps":{"alert":{"body":"A und B haben dich zu Monopoly eingeladen"}"#))
+        }
+    }
+
+    /// SIGTERM mid-fan-out: the consumer stops after the round in flight is confirmed, gives the
+    /// request back to the queue, and a new consumer finishes it; every token is sent exactly once.
+    @Test func gracefulShutdownMidFanOutRequeuesTheRequestAndANewConsumerFinishesIt() async throws {
+        let configuration = RenderConfiguration(batchSize: 50, roundTokens: 500)
+        try await withRenderFixture("drain", configuration: configuration) { fixture in
+            let tokens = try await fixture.registerMany(30_000, topic: "all-hands")
+            let body = #"{"id": "drain-1", "app": "\#(fixture.app)", "to": {"topic": "all-hands"}, "payload": {"aps": {"alert": "Meeting"}}}"#
+            try await fixture.run { group in
+                try await fixture.publish(body)
+                try await eventually("some batches are published") {
+                    try await fixture.amqp.queueStatus(fixture.names.send.name).messages >= 20
+                }
+                await group.triggerGracefulShutdown()
+            }
+            let progress = try await fixture.progress("drain-1")
+            if progress["state"] != "done" {
+                #expect(try await fixture.amqp.queueStatus(fixture.names.requests.name).messages == 1, "the request went back to its queue")
+                #expect(Int(progress["tokens"] ?? "") ?? 0 < 30_000)
+                try await fixture.run { _ in try await fixture.waitUntilDone("drain-1") }
+            }
+            let batches = try await fixture.drainBatches()
+            let sent = batches.flatMap(\.tokens)
+            #expect(sent.count == 30_000, "no token twice, none lost")
+            #expect(Set(sent) == Set(tokens.map(\.hex)))
+        }
+    }
+
+    /// Another instance holds the request's lease (it is rendering it): this one leaves it alone and
+    /// sends the request through the retry tier, to find it done later.
+    @Test func aRequestAnotherInstanceHoldsGoesToTheRetryTierAndIsLaterAckedAsDone() async throws {
+        try await withRenderFixture("busy") { fixture in
+            let store = RenderProgressStore(redis: fixture.redis, keyPrefix: fixture.keyPrefix, progressTTL: .seconds(600), leaseDuration: .seconds(30))
+            guard case .claimed = try await store.claim(app: fixture.app, requestID: "busy-1", owner: "other-instance") else {
+                throw RenderTestFailure("could not claim")
+            }
+            let body = #"{"id": "busy-1", "app": "\#(fixture.app)", "to": {"all": true}, "payload": {"aps": {"alert": "x"}}}"#
+            try await fixture.publish(body)
+            let consumer = fixture.consumer()
+            let delivery = try #require(try await fixture.receive(from: fixture.names.requests.name, count: 1).first)
+            await consumer.process(delivery)
+            let retried = try #require(try await fixture.receive(from: fixture.names.requests.retryQueue(tier: 0), count: 1).first)
+            #expect(retried.properties.headers[PushRequestConsumer.retriesHeader]?.intValue == 1)
+            // The other instance finishes; the retried copy is then acked without sending anything.
+            #expect(try await store.save(app: fixture.app, requestID: "busy-1", owner: "other-instance", progress: RenderProgress(isDone: true), now: 1))
+            #expect(try await store.save(app: fixture.app, requestID: "busy-1", owner: "stalled", progress: RenderProgress(), now: 2) == false,
+                "a stalled owner cannot undo done")
+            #expect(try await fixture.progress("busy-1")["state"] == "done")
+            try await fixture.amqp.publish(AMQPOutboundMessage(exchange: "", routingKey: fixture.names.requests.name, body: retried.body, properties: retried.properties))
+            let again = try #require(try await fixture.receive(from: fixture.names.requests.name, count: 1).first)
+            await consumer.process(again)
+            #expect(try await fixture.amqp.queueStatus(fixture.names.send.name).messages == 0)
+            #expect(try await fixture.amqp.queueStatus(fixture.names.dead).messages == 0)
+        }
+    }
+
+    @Test func redisOutageSendsTheRequestToARetryTier() async throws {
+        try await withRenderFixture("outage") { fixture in
+            let unreachable = try RedisConfiguration(url: "redis://127.0.0.1:1/0?connect_timeout_ms=200&command_timeout_ms=300&pool_size=1")
+            let downRedis = RedisClient(configuration: unreachable, logger: renderTestLogger)
+            let consumer = PushRequestConsumer(
+                amqp: fixture.amqp, redis: downRedis, apps: fixture.apps, catalogs: fixture.catalogs, configuration: fixture.configuration,
+                queues: fixture.names, logger: renderTestLogger)
+            let body = #"{"id": "later", "app": "\#(fixture.app)", "to": {"all": true}, "payload": {"aps": {"alert": "x"}}}"#
+            try await fixture.publish(body)
+            let delivery = try #require(try await fixture.receive(from: fixture.names.requests.name, count: 1).first)
+            await consumer.process(delivery)
+            let tier = fixture.names.requests.retryQueue(tier: 0)
+            let retried = try await fixture.receive(from: tier, count: 1)
+            #expect(retried.first.map { String(decoding: $0.body, as: UTF8.self) } == body)
+            #expect(retried.first?.properties.headers[PushRequestConsumer.retriesHeader]?.intValue == 1)
+            await downRedis.close()
+        }
+    }
+}
+
+/// `shouldStop` for a fan-out: false for the first `limit` rounds, then true.
+final class RoundCounter: Sendable {
+    private let count = Mutex(0)
+    let limit: Int
+    init(limit: Int) { self.limit = limit }
+    func next() -> Bool {
+        count.withLock { count in
+            count += 1
+            return count > limit
+        }
+    }
+}
+
+/// This process's resident set (VmRSS) in MB.
+func residentMegabytes() -> Int {
+    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
+    for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
+        return (Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") ?? 0) / 1024
+    }
+    return 0
+}
