@@ -26,6 +26,10 @@ final class ConnectionWorker: @unchecked Sendable {
     private var backlogHead = 0
     private var consumers: [UInt64: Consumer] = [:]
     private var consumerByChannel: [UInt16: UInt64] = [:]
+    /// Channels whose consumer was cancelled but which stay open (their deliveries can still be
+    /// settled); never reused in this session: opening one again is a broker `CHANNEL_ERROR`, and
+    /// late deliveries of the old consumer must not reach a new one.
+    private var cancelledChannels: Set<UInt16> = []
     private var inbound: [UInt16: InboundMessage] = [:]
     private var adminChannelOpen = false
     private var closing = false
@@ -128,6 +132,7 @@ final class ConnectionWorker: @unchecked Sendable {
         for pending in confirms.removeAll() { pending.complete(.failure(lost)) }
         inbound.removeAll()
         consumerByChannel.removeAll()
+        cancelledChannels.removeAll()
         for consumer in consumers.values {
             consumer.channel = nil
             consumer.tag = nil
@@ -191,6 +196,7 @@ final class ConnectionWorker: @unchecked Sendable {
                     // The channel stays open so deliveries already handed out can still be acked.
                     try session.cancel(consumerTag: tag, on: channel)
                     consumerByChannel[channel] = nil
+                    cancelledChannels.insert(channel)
                 }
                 consumer.spec.continuation.finish()
             case .admin(let admin):
@@ -226,7 +232,7 @@ final class ConnectionWorker: @unchecked Sendable {
 
     private func start(_ consumer: Consumer, on session: RabbitSession) throws(AMQPError) {
         var channel = Self.firstConsumerChannel
-        while consumerByChannel[channel] != nil { channel += 1 }
+        while consumerByChannel[channel] != nil || cancelledChannels.contains(channel) { channel += 1 }
         try session.openChannel(channel)
         consumer.tag = try session.consume(queue: consumer.spec.queue, prefetch: consumer.spec.prefetch, arguments: consumer.spec.arguments, on: channel)
         consumer.channel = channel

@@ -42,6 +42,30 @@ import TestSupport
         }
     }
 
+    @Test func aConsumerCancelledThenStartedAgainOnOneConnectionKeepsTheConnection() async throws {
+        let queue = TestServers.uniqueName("amqp.recancel")
+        try await withConnection { connection in
+            try await connection.declare(quorumQueue(queue))
+            for round in 0..<3 {
+                try await connection.publish(message("round \(round)", to: queue))
+                let consumer = connection.consume(queue: queue, prefetch: 10)
+                var received: AMQPDelivery?
+                for try await delivery in consumer {
+                    received = delivery
+                    break
+                }
+                let delivery = try #require(received)
+                #expect(delivery.text == "round \(round)")
+                delivery.ack()
+                consumer.cancel()
+            }
+            // Still the first session: nothing dropped the connection along the way.
+            #expect(connection.lastError == nil, "\(String(describing: connection.lastError))")
+            #expect(try await connection.queueStatus(queue).messages == 0)
+            try await connection.deleteQueue(queue)
+        }
+    }
+
     @Test func declaringThePushTopologyTwiceIsIdempotent() async throws {
         let names = PushQueues(prefix: TestServers.uniqueName("topo"))
         let topology = AMQPTopology.push(names)
