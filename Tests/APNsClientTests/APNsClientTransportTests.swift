@@ -28,7 +28,9 @@ struct APNsClientTransportTests {
 
     @Test func carriesAThousandConcurrentStreamsOnOneConnection() async throws {
         let sandbox = try await SandboxProcess()
-        // Every answer waits 1 s: only streams in flight together finish in well under 2 s.
+        // Every answer waits 1 s: 1000 streams in flight together finish in about 1 s; at the 100
+        // streams a connection is commonly allowed, they would need 10 s. The bound leaves room for
+        // a machine running every suite at once.
         #expect(try await sandbox.admin("PUT", "/faults", body: #"{"delay_ms":1000}"#).status == 200)
         let client = try makeClient(sandbox) { $0.connections = 1 }
         _ = try await client.send(alert())
@@ -36,7 +38,7 @@ struct APNsClientTransportTests {
         let results = await sendAll(client, (0..<1000).map { _ in alert(SandboxProcess.randomToken()) })
         let elapsed = ContinuousClock.now - started
         #expect(results.allSatisfy { (try? $0.get().status) == 200 })
-        #expect(elapsed < .milliseconds(1900), "1000 streams took \(elapsed): they were not concurrent")
+        #expect(elapsed < .seconds(5), "1000 streams took \(elapsed): they were not concurrent")
         let stats = try #require(try await sandbox.admin("GET", "/stats").json)
         #expect(number(stats["connections"]) == 1, "\(stats)")
         await client.shutdown()
