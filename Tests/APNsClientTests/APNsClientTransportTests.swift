@@ -82,7 +82,8 @@ struct APNsClientTransportTests {
             #expect(error.code == .timeout)
             #expect(error.isRetryable)
         }
-        #expect(ContinuousClock.now - started < .seconds(2))
+        // The timeout code already proves it did not wait for the 3 s answer; this bounds a hang.
+        #expect(ContinuousClock.now - started < .seconds(10))
         #expect(try await sandbox.admin("DELETE", "/faults").status == 200)
         #expect(try await client.send(alert()).status == 200)
         await client.shutdown()

@@ -142,7 +142,9 @@ struct RedisClientTests {
             let lazyStarted = ContinuousClock.now
             let lazyError = await #expect(throws: RedisError.self) { try await lazy.send("PING") }
             #expect(lazyError?.code == .authenticationFailed)
-            #expect(ContinuousClock.now - lazyStarted < .seconds(2))
+            // "At once": a refused login is not retried until a timeout, even on a machine running
+            // every suite.
+            #expect(ContinuousClock.now - lazyStarted < .seconds(6))
             #expect(!lazy.isConnected)
             await lazy.close()
         }
@@ -198,7 +200,9 @@ struct RedisClientTests {
         #expect(error?.code == .timeout)
         #expect(error?.isRetryable == true)
         #expect(error?.message.contains("300 ms") == true)
-        #expect(waited >= .milliseconds(250) && waited < .seconds(3), "\(waited)")
+        // Well before BLPOP's own 5 s (then it would answer nil, not time out); a busy machine
+        // running every suite may take seconds to schedule the timeout.
+        #expect(waited >= .milliseconds(250) && waited < .seconds(5), "\(waited)")
         // The broken connection is replaced; the next command works.
         #expect(try await connection.send("PING") == .status("PONG"))
         #expect(connection.isConnected)
