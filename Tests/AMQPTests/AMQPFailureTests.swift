@@ -51,8 +51,9 @@ import TestSupport
             guard let error = error as? AMQPError else { return false }
             return error.code == .connectionFailed && error.message.contains("127.0.0.1:1") && error.isRetryable
         }
-        // The wait is bounded by its timeout (3 s); the slack is for a machine busy with parallel suites.
-        #expect(ContinuousClock.now - started < .seconds(6))
+        // The wait is bounded by its timeout (3 s); the slack is for a 2-core machine running every
+        // suite at once (6.6 s seen there). The error code above already shows it was no timeout.
+        #expect(ContinuousClock.now - started < .seconds(15))
 
         // A publish waits at most the publish timeout and says why it could not be sent.
         let publishStarted = ContinuousClock.now
