@@ -177,27 +177,34 @@ final class ClientConnection: @unchecked Sendable {
         }
     }
 
-    /// No session: connect when woken for work (or when no connection is up or on its way), after
-    /// the backoff; else sleep until woken. One request opens one connection; more open as callers
-    /// outrun the open ones.
+    /// No session: connect when woken for work (after the backoff); else sleep until woken. One
+    /// request opens one connection (``ConnectionWakeups/wakeOne()`` wakes one sleeper); more open
+    /// as callers outrun the open ones.
     private func runDisconnected(now: UInt64) {
         failExpiredQueued(now: now)
-        let hasWork = !shared.queue.isEmpty
-        let nobodyElse = shared.openConnections.load(ordering: .relaxed) + shared.connecting.load(ordering: .relaxed) == 0
-        if hasWork, now >= nextConnectAt, !slot.stopping.load(ordering: .relaxed), wokenForWork || nobodyElse {
-            wokenForWork = false
-            shared.connecting.add(1, ordering: .relaxed)
-            connect()
-            shared.connecting.subtract(1, ordering: .relaxed)
-            return
+        let oldest = shared.queue.oldestEnqueuedAt()
+        let hasWork = oldest != nil
+        if hasWork, now >= nextConnectAt, !slot.stopping.load(ordering: .relaxed) {
+            // A woken thread counts itself in; an unwoken one must win the claim (connecting 0 → 1).
+            let claimed = wokenForWork ? (shared.connecting.add(1, ordering: .acquiringAndReleasing), true).1 : claimUnwokenConnect(now: now, oldest: oldest!)
+            if claimed {
+                wokenForWork = false
+                connect()
+                shared.connecting.subtract(1, ordering: .acquiringAndReleasing)
+                return
+            }
         }
         slot.freeStreams.store(1, ordering: .relaxed)
         slot.sleeping.store(true, ordering: .sequentiallyConsistent)
         if !hasWork, !shared.queue.isEmpty {
+            // Work arrived while this thread was awake, so nobody may have woken it: it counts as woken.
             slot.sleeping.store(false, ordering: .relaxed)
+            wokenForWork = true
             return
         }
-        let waitNanoseconds = hasWork ? max(nextConnectAt > now ? nextConnectAt - now : 0, 1_000_000) : 250_000_000
+        // Work nobody woken has taken yet is looked at again soon (see claimUnwokenConnect).
+        let waitNanoseconds: UInt64 =
+            hasWork ? max(nextConnectAt > now ? nextConnectAt - now : 0, Self.unwokenGrace / 2) : 250_000_000
         var descriptors = [pollfd(fd: slot.descriptor, events: Int16(POLLIN), revents: 0)]
         _ = poll(&descriptors, 1, Int32(min(waitNanoseconds / 1_000_000, 250)))
         slot.sleeping.store(false, ordering: .relaxed)
@@ -205,6 +212,16 @@ final class ClientConnection: @unchecked Sendable {
             slot.drain()
             wokenForWork = true
         }
+    }
+
+    /// How long queued work may wait for a woken connection before an unwoken one connects.
+    static let unwokenGrace: UInt64 = 20_000_000
+
+    /// Liveness when a wake-up missed (work queued while every thread was awake): an unwoken thread
+    /// connects for work that has waited past ``unwokenGrace`` while no connection is open or opening.
+    private func claimUnwokenConnect(now: UInt64, oldest: UInt64) -> Bool {
+        guard now >= oldest &+ Self.unwokenGrace, shared.openConnections.load(ordering: .acquiring) == 0 else { return false }
+        return shared.connecting.compareExchange(expected: 0, desired: 1, ordering: .acquiringAndReleasing).exchanged
     }
 
     private func runConnected(now: UInt64) {

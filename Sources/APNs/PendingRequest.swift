@@ -7,6 +7,8 @@ final class PendingRequest: Sendable {
     let notification: APNsNotification
     /// Monotonic nanoseconds after which the caller gets ``APNsClientError/Code/timeout``.
     let deadline: UInt64
+    /// When the caller handed it over (monotonic ns).
+    let createdAt = monotonicNanoseconds()
     private let state: Mutex<State>
 
     private struct State {

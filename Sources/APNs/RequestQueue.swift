@@ -67,6 +67,9 @@ final class RequestQueue: Sendable {
     }
 
     var isEmpty: Bool { state.withLock { $0.ring.count == 0 } }
+
+    /// When the request at the front was created (monotonic ns); nil when the queue is empty.
+    func oldestEnqueuedAt() -> UInt64? { state.withLock { $0.ring.first?.createdAt } }
     var count: Int { state.withLock { $0.ring.count } }
 
     /// Removes and returns every request whose deadline passed (cheap when none can have).
@@ -130,6 +133,8 @@ private struct Ring {
         storage[head] = request
         count += 1
     }
+
+    var first: PendingRequest? { count > 0 ? storage[head] : nil }
 
     mutating func popFirst() -> PendingRequest? {
         guard count > 0 else { return nil }
