@@ -113,29 +113,7 @@ struct FeedbackFixture: Sendable {
 
     /// Takes `count` messages off `queue` (acking them), or fails after 10 s.
     func receive(from queue: String, count: Int) async throws -> [AMQPDelivery] {
-        let consumer = amqp.consume(queue: queue, prefetch: UInt16(Swift.min(count, 1000)))
-        defer { consumer.cancel() }
-        return try await withThrowingTaskGroup(of: [AMQPDelivery]?.self) { group in
-            group.addTask {
-                var deliveries: [AMQPDelivery] = []
-                for try await delivery in consumer {
-                    delivery.ack()
-                    deliveries.append(delivery)
-                    if deliveries.count == count { break }
-                }
-                return deliveries
-            }
-            group.addTask {
-                try await Task.sleep(for: .seconds(10))
-                return nil
-            }
-            let first = try await group.next() ?? nil
-            group.cancelAll()
-            guard let deliveries = first else {
-                throw FeedbackTestFailure("fewer than \(count) messages arrived in \(queue) within 10 s")
-            }
-            return deliveries
-        }
+        try await amqp.receive(from: queue, count: count, timeout: .seconds(10))
     }
 
     /// The `token.removed` events that reached ``events``, decoded; waits until `count` arrived.

@@ -113,28 +113,7 @@ struct RenderFixture: Sendable {
 
     /// Takes `count` messages off `queue` (acking them), or fails after `timeout`.
     func receive(from queue: String, count: Int, timeout: Duration = .seconds(20)) async throws -> [AMQPDelivery] {
-        guard count > 0 else { return [] }
-        let consumer = amqp.consume(queue: queue, prefetch: UInt16(min(count, 1000)))
-        defer { consumer.cancel() }
-        return try await withThrowingTaskGroup(of: [AMQPDelivery]?.self) { group in
-            group.addTask {
-                var deliveries: [AMQPDelivery] = []
-                for try await delivery in consumer {
-                    delivery.ack()
-                    deliveries.append(delivery)
-                    if deliveries.count == count { break }
-                }
-                return deliveries
-            }
-            group.addTask {
-                try await Task.sleep(for: timeout)
-                return nil
-            }
-            let first = try await group.next() ?? nil
-            group.cancelAll()
-            guard let deliveries = first else { throw RenderTestFailure("fewer than \(count) messages arrived in \(queue) within \(timeout)") }
-            return deliveries
-        }
+        try await amqp.receive(from: queue, count: count, timeout: timeout)
     }
 
     /// Every send batch now in `push.send`, decoded.

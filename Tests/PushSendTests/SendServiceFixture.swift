@@ -114,29 +114,7 @@ final class SendServiceFixture: Sendable {
         )
         defer { Task { await connection.close() } }
         try await connection.waitUntilConnected(timeout: .seconds(15))
-        let consumer = connection.consume(queue: queue, prefetch: UInt16(min(count, 1000)))
-        defer { consumer.cancel() }
-        return try await withThrowingTaskGroup(of: [AMQPDelivery]?.self) { group in
-            group.addTask {
-                var deliveries: [AMQPDelivery] = []
-                for try await delivery in consumer {
-                    delivery.ack()
-                    deliveries.append(delivery)
-                    if deliveries.count == count { break }
-                }
-                return deliveries
-            }
-            group.addTask {
-                try await Task.sleep(for: timeout)
-                return nil
-            }
-            let first = try await group.next() ?? nil
-            group.cancelAll()
-            guard let deliveries = first else {
-                throw SendTestFailure("fewer than \(count) messages arrived in \(queue) within \(timeout)")
-            }
-            return deliveries
-        }
+        return try await connection.receive(from: queue, count: count, timeout: timeout)
     }
 
     /// The next `count` events not taken yet.
