@@ -34,7 +34,11 @@ enum AdminJSON {
         out += #""by_status":{"# + statistics.byStatus.sorted { $0.key < $1.key }.map { #""\#($0.key)":\#($0.value)"# }.joined(separator: ",") + "},"
         out += #""by_reason":{"# + statistics.byReason.sorted { $0.key < $1.key }.map { "\(string($0.key)):\($0.value)" }.joined(separator: ",") + "},"
         out += #""recorded":\#(statistics.recorded),"connections":\#(statistics.connections),"#
-        out += #""goaways":\#(statistics.goaways),"dropped_connections":\#(statistics.droppedConnections)}"#
+        out += #""goaways":\#(statistics.goaways),"dropped_connections":\#(statistics.droppedConnections)"#
+        if let distinct = statistics.distinctDelivered, let duplicates = statistics.duplicates {
+            out += #","distinct_delivered":\#(distinct),"duplicates":\#(duplicates)"#
+        }
+        out += "}"
         return Array(out.utf8)
     }
 

@@ -62,6 +62,17 @@ public struct RecordedDelivery: Sendable {
         return topic.count == app.count || topic[topic.startIndex + app.count] == UInt8(ascii: ".")
     }
 
+    /// FNV-1a over the token, a separator and the topic: the pair's identity for ``DistinctDeliveries``.
+    var identityHash: UInt64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for (offset, byte) in storage[0..<Int(topicEnd)].enumerated() {
+            // A 0 between token and topic (neither holds one) keeps "ab"+"c" apart from "a"+"bc".
+            if offset == Int(tokenEnd) { hash = (hash ^ 0) &* 0x0000_0100_0000_01b3 }
+            hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
+        }
+        return hash
+    }
+
     func matches(token: String) -> Bool {
         storage[0..<Int(tokenEnd)].elementsEqual(token.utf8)
     }

@@ -27,6 +27,8 @@ public struct SandboxConfiguration: Sendable {
     public var recordLimit: Int
     /// Seeds the fault rolls for reproducible runs; nil seeds from the system.
     public var faultSeed: UInt64?
+    /// `--track-duplicates`: count distinct deliveries and duplicates exactly in `/stats`.
+    public var trackDuplicates: Bool
     /// How long a graceful shutdown waits for in-flight streams before closing connections.
     public var shutdownTimeout: Duration
 
@@ -39,6 +41,7 @@ public struct SandboxConfiguration: Sendable {
         workerThreads: Int = 2,
         recordLimit: Int = SandboxState.defaultRecordLimit,
         faultSeed: UInt64? = nil,
+        trackDuplicates: Bool = false,
         shutdownTimeout: Duration = .seconds(10)
     ) {
         self.port = port
@@ -49,6 +52,7 @@ public struct SandboxConfiguration: Sendable {
         self.workerThreads = workerThreads
         self.recordLimit = recordLimit
         self.faultSeed = faultSeed
+        self.trackDuplicates = trackDuplicates
         self.shutdownTimeout = shutdownTimeout
     }
 }

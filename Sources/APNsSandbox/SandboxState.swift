@@ -13,6 +13,8 @@ public final class SandboxState: Sendable {
         var rules = SandboxRules()
         var ring: DeliveryRing
         var statistics = SandboxStatistics()
+        /// Nil unless duplicate tracking is on.
+        var distinct: DistinctDeliveries?
         /// Seed for the workers' fault rolls; nil seeds from the system.
         var faultSeed: UInt64?
     }
@@ -23,8 +25,12 @@ public final class SandboxState: Sendable {
     /// - Parameters:
     ///   - recordLimit: Deliveries kept for `GET /deliveries` (the oldest go first); counts stay exact.
     ///   - faultSeed: Seeds the fault rolls (worker `i` uses `seed + i`), for reproducible tests.
-    public init(recordLimit: Int = SandboxState.defaultRecordLimit, faultSeed: UInt64? = nil) {
-        storage = Mutex(Storage(ring: DeliveryRing(capacity: max(1, recordLimit)), faultSeed: faultSeed))
+    ///   - trackDuplicates: Remember every accepted (topic, token) pair so `/stats` counts distinct
+    ///     deliveries and duplicates exactly, whatever the record limit (16 bytes a pair).
+    public init(recordLimit: Int = SandboxState.defaultRecordLimit, faultSeed: UInt64? = nil, trackDuplicates: Bool = false) {
+        storage = Mutex(
+            Storage(ring: DeliveryRing(capacity: max(1, recordLimit)), distinct: trackDuplicates ? DistinctDeliveries() : nil, faultSeed: faultSeed)
+        )
     }
 
     /// Moves whenever token states or faults change.
@@ -91,6 +97,8 @@ public final class SandboxState: Sendable {
         storage.withLock { storage in
             var statistics = storage.statistics
             statistics.recorded = storage.ring.count
+            statistics.distinctDelivered = storage.distinct?.distinct
+            statistics.duplicates = storage.distinct?.duplicates
             return statistics
         }
     }
@@ -98,6 +106,9 @@ public final class SandboxState: Sendable {
     func commit(_ batch: WorkerBatch) {
         storage.withLock { storage in
             for delivery in batch.deliveries { storage.ring.append(delivery) }
+            if storage.distinct != nil {
+                for delivery in batch.deliveries { storage.distinct!.record(delivery) }
+            }
             storage.statistics.requests += batch.requests
             for (status, count) in batch.byStatus { storage.statistics.byStatus[status, default: 0] += count }
             for (reason, count) in batch.byReason { storage.statistics.byReason[reason, default: 0] += count }

@@ -14,6 +14,10 @@ public struct SandboxStatistics: Sendable, Equatable {
     public var goaways = 0
     /// Connections reset by the `drop_every` fault.
     public var droppedConnections = 0
+    /// With duplicate tracking on (`--track-duplicates`): distinct (topic, token) pairs accepted, and
+    /// acceptances of a pair accepted before. Nil when tracking is off.
+    public var distinctDelivered: Int?
+    public var duplicates: Int?
 
     public init() {}
 

@@ -49,6 +49,9 @@ struct APNsSandboxCommand: AsyncParsableCommand {
     @Option(help: "Deliveries kept for GET /deliveries (the oldest go first; /stats counts stay exact).")
     var recordLimit: Int = 200_000
 
+    @Flag(help: "Remember every accepted token and topic, so GET /stats counts distinct_delivered and duplicates exactly (16 bytes a token).")
+    var trackDuplicates = false
+
     @Option(help: "Event-loop threads.")
     var workers: Int = 2
 
@@ -92,6 +95,7 @@ struct APNsSandboxCommand: AsyncParsableCommand {
                 workerThreads: workers,
                 recordLimit: recordLimit,
                 faultSeed: faultSeed,
+                trackDuplicates: trackDuplicates,
                 shutdownTimeout: environment.shutdownTimeout
             )
             sandbox = try buildAPNsSandbox(configuration: configuration, logger: logger) { adminPort in

@@ -56,6 +56,28 @@ struct SandboxStateTests {
         #expect(state.deliveries().map(\.token) == ["t7"])
     }
 
+    @Test func duplicateTrackingCountsPairsBeyondTheRecordLimit() {
+        let state = SandboxState(recordLimit: 2, trackDuplicates: true)
+        Self.commit(state, [Self.delivery("aa", at: 1), Self.delivery("bb", at: 2), Self.delivery("aa", at: 3)])
+        // Same token, other topic: a distinct pair. Same bytes split differently: distinct too.
+        Self.commit(state, [Self.delivery("aa", topic: "com.example.other", at: 4), Self.delivery("a", topic: "acom.example.app", at: 5)])
+        Self.commit(state, [Self.delivery("bb", at: 6), Self.delivery("aa", at: 7)])
+        #expect(state.statistics.delivered == 7)
+        #expect(state.statistics.distinctDelivered == 4)
+        #expect(state.statistics.duplicates == 3)
+        #expect(state.removeDeliveries() == 2)
+        Self.commit(state, [Self.delivery("bb", at: 8)])
+        #expect(state.statistics.duplicates == 4)
+
+        let untracked = SandboxState()
+        Self.commit(untracked, [Self.delivery("aa", at: 1), Self.delivery("aa", at: 2)])
+        #expect(untracked.statistics.distinctDelivered == nil)
+        #expect(untracked.statistics.duplicates == nil)
+        #expect(!String(decoding: AdminJSON.statistics(untracked.statistics), as: UTF8.self).contains("duplicates"))
+        let json = String(decoding: AdminJSON.statistics(state.statistics), as: UTF8.self)
+        #expect(json.hasSuffix(#","distinct_delivered":4,"duplicates":4}"#))
+    }
+
     @Test func filters() {
         let state = SandboxState()
         Self.commit(state, [
