@@ -19,8 +19,6 @@ final class ClientShared: Sendable {
     let openConnections = Atomic<Int>(0)
     /// Times a connection was opened (for tests and logs).
     let connectionsOpened = Atomic<Int>(0)
-    /// Connections in the middle of connecting.
-    let connecting = Atomic<Int>(0)
 
     init(
         configuration: APNsClientConfiguration, queue: RequestQueue, tls: ClientTLSContext, tokens: ProviderTokenSource?,
@@ -186,11 +184,11 @@ final class ClientConnection: @unchecked Sendable {
         let hasWork = oldest != nil
         if hasWork, now >= nextConnectAt, !slot.stopping.load(ordering: .relaxed) {
             // A woken thread counts itself in; an unwoken one must win the claim (connecting 0 → 1).
-            let claimed = wokenForWork ? (shared.connecting.add(1, ordering: .acquiringAndReleasing), true).1 : claimUnwokenConnect(now: now, oldest: oldest!)
+            let claimed = wokenForWork ? (shared.wakeups.connecting.add(1, ordering: .acquiringAndReleasing), true).1 : claimUnwokenConnect(now: now, oldest: oldest!)
             if claimed {
                 wokenForWork = false
                 connect()
-                shared.connecting.subtract(1, ordering: .acquiringAndReleasing)
+                shared.wakeups.connecting.subtract(1, ordering: .acquiringAndReleasing)
                 return
             }
         }
@@ -221,7 +219,7 @@ final class ClientConnection: @unchecked Sendable {
     /// connects for work that has waited past ``unwokenGrace`` while no connection is open or opening.
     private func claimUnwokenConnect(now: UInt64, oldest: UInt64) -> Bool {
         guard now >= oldest &+ Self.unwokenGrace, shared.openConnections.load(ordering: .acquiring) == 0 else { return false }
-        return shared.connecting.compareExchange(expected: 0, desired: 1, ordering: .acquiringAndReleasing).exchanged
+        return shared.wakeups.connecting.compareExchange(expected: 0, desired: 1, ordering: .acquiringAndReleasing).exchanged
     }
 
     private func runConnected(now: UInt64) {
@@ -250,6 +248,10 @@ final class ClientConnection: @unchecked Sendable {
 
         let room = streamLimit - streams.count
         slot.freeStreams.store(goawayLastStreamID == nil ? max(room, 0) : 0, ordering: .relaxed)
+        if room <= 0, settingsReceived, !shared.queue.isEmpty {
+            // Full with work waiting: another connection opens if every open one is full too.
+            shared.wakeups.wakeOne()
+        }
         slot.sleeping.store(true, ordering: .sequentiallyConsistent)
         if room > 0, goawayLastStreamID == nil, !shared.queue.isEmpty {
             slot.sleeping.store(false, ordering: .relaxed)
@@ -428,6 +430,7 @@ final class ClientConnection: @unchecked Sendable {
         nextTimersAt = now + Self.timerInterval
         shared.openConnections.add(1, ordering: .relaxed)
         shared.connectionsOpened.add(1, ordering: .relaxed)
+        slot.isOpen.store(true, ordering: .releasing)
         logger.debug("connected to APNs", metadata: ["apns.endpoint": "\(configuration.endpoint)"])
     }
 
@@ -603,6 +606,7 @@ final class ClientConnection: @unchecked Sendable {
             nghttp2_session_del(session)
             self.session = nil
             shared.openConnections.subtract(1, ordering: .relaxed)
+            slot.isOpen.store(false, ordering: .releasing)
         }
         closeSocket()
         requeue(unprocessed)

@@ -13,6 +13,8 @@ final class WakeSlot: Sendable {
     let freeStreams = Atomic<Int>(1)
     /// Set once by shutdown.
     let stopping = Atomic<Bool>(false)
+    /// The connection has an HTTP/2 session up.
+    let isOpen = Atomic<Bool>(false)
 
     init() throws(APNsClientError) {
         var ends: [Int32] = [-1, -1]
@@ -46,10 +48,14 @@ final class WakeSlot: Sendable {
     }
 }
 
-/// The client's connections' slots: wakes one sleeping connection with room, round robin.
+/// The client's connections' slots: hands work to an open connection with room, round robin, and
+/// opens another only when every open one carries all the streams the server allows (so a loopback
+/// server is served by one connection, and Apple's round trip by as many as its load needs).
 final class ConnectionWakeups: Sendable {
     let slots: [WakeSlot]
     private let next = Atomic<Int>(0)
+    /// Connections in the middle of connecting.
+    let connecting = Atomic<Int>(0)
 
     init(count: Int) throws(APNsClientError) {
         var slots: [WakeSlot] = []
@@ -57,14 +63,21 @@ final class ConnectionWakeups: Sendable {
         self.slots = slots
     }
 
-    /// Wakes one sleeping connection that can take work; when none sleeps with room, an awake one
-    /// (or one finishing a stream) picks the work up on its next pass.
+    /// Wakes one open connection with room if it sleeps (an awake one picks the work up on its next
+    /// pass); when every open connection is full and none is connecting, wakes a closed one to connect.
     func wakeOne() {
         let count = slots.count
         let start = next.add(1, ordering: .relaxed).oldValue
         for offset in 0..<count {
             let slot = slots[(start &+ offset) % count]
-            guard slot.freeStreams.load(ordering: .relaxed) > 0 else { continue }
+            guard slot.isOpen.load(ordering: .acquiring), slot.freeStreams.load(ordering: .relaxed) > 0 else { continue }
+            if slot.sleeping.exchange(false, ordering: .acquiringAndReleasing) { slot.wake() }
+            return
+        }
+        guard connecting.load(ordering: .acquiring) == 0 else { return }
+        for offset in 0..<count {
+            let slot = slots[(start &+ offset) % count]
+            guard !slot.isOpen.load(ordering: .acquiring) else { continue }
             if slot.sleeping.exchange(false, ordering: .acquiringAndReleasing) {
                 slot.wake()
                 return

@@ -14,6 +14,8 @@
 /// | `rate_limits.per_device_per_hour` | `60` |
 /// | `rate_limits.per_app_per_second` | `5000` |
 /// | `rate_limits.drop_low_priority` | `false` (rate-limited notifications wait in push-send's retry tiers) |
+/// | `delivery.guarantee` | `at-least-once` (after a crash of push-send a notification may arrive twice, never not at all) |
+/// | `delivery.collapse_id_from_request` | `true` (a notification without `collapse_id` gets one derived from the request id) |
 ///
 /// Values built in code are checked with ``validate()``; ``AppsFile`` checks every app it holds.
 public struct AppConfiguration: Sendable, Equatable {
@@ -31,6 +33,8 @@ public struct AppConfiguration: Sendable, Equatable {
     public var ingest: Ingest
     /// Rate limits push-send applies to this app.
     public var rateLimits: RateLimits
+    /// What push-send promises about twins and gaps for this app.
+    public var delivery: Delivery
 
     public init(
         bundleID: String,
@@ -39,7 +43,8 @@ public struct AppConfiguration: Sendable, Equatable {
         environment: Environment = .production,
         apns: APNsCredentials,
         ingest: Ingest = Ingest(),
-        rateLimits: RateLimits = RateLimits()
+        rateLimits: RateLimits = RateLimits(),
+        delivery: Delivery = Delivery()
     ) {
         self.bundleID = bundleID
         self.displayNames = displayNames
@@ -48,6 +53,7 @@ public struct AppConfiguration: Sendable, Equatable {
         self.apns = apns
         self.ingest = ingest
         self.rateLimits = rateLimits
+        self.delivery = delivery
     }
 }
 
@@ -152,6 +158,31 @@ extension AppConfiguration {
             self.perDevicePerHour = perDevicePerHour
             self.perAppPerSecond = perAppPerSecond
             self.dropLowPriority = dropLowPriority
+        }
+    }
+}
+
+extension AppConfiguration {
+    /// What push-send promises when it cannot know whether APNs accepted a notification (`delivery`
+    /// in the apps file): push-send crashed, or the connection died, while the answer was on the wire.
+    public struct Delivery: Sendable, Hashable {
+        public enum Guarantee: String, Sendable, Hashable {
+            /// Send again: never a gap, at worst a twin (which the collapse id folds on the device).
+            case atLeastOnce = "at-least-once"
+            /// Never send again: report `failed.Unknown` instead; never a twin, at worst a gap.
+            case atMostOnce = "at-most-once"
+        }
+
+        /// `delivery.guarantee`, default `at-least-once`.
+        public var guarantee: Guarantee
+        /// `delivery.collapse_id_from_request`, default true: a notification whose request named no
+        /// `collapse_id` is sent with one derived from the request id, so a twin replaces the first
+        /// on the device instead of showing twice.
+        public var collapseIDFromRequest: Bool
+
+        public init(guarantee: Guarantee = .atLeastOnce, collapseIDFromRequest: Bool = true) {
+            self.guarantee = guarantee
+            self.collapseIDFromRequest = collapseIDFromRequest
         }
     }
 }

@@ -35,7 +35,7 @@ extension AppsFile {
     }
 
     private static func decodeApp(bundleID: String, _ app: ObjectReader, directory: String) throws(AppsFileError) -> AppConfiguration {
-        try app.rejectUnknownFields(allowed: ["display_names", "default", "environment", "apns", "ingest", "rate_limits"])
+        try app.rejectUnknownFields(allowed: ["display_names", "default", "environment", "apns", "ingest", "rate_limits", "delivery"])
         if let problem = AppConfiguration.bundleIDProblem(bundleID) {
             throw AppsFileError(.invalidValue, field: app.path, app: bundleID, reason: problem)
         }
@@ -61,7 +61,8 @@ extension AppsFile {
             environment: environment,
             apns: try decodeAPNs(apns, directory: directory),
             ingest: try decodeIngest(app.object("ingest")),
-            rateLimits: try decodeRateLimits(app.object("rate_limits"))
+            rateLimits: try decodeRateLimits(app.object("rate_limits")),
+            delivery: try decodeDelivery(app.object("delivery"), app: bundleID)
         )
     }
 
@@ -169,6 +170,24 @@ extension AppsFile {
             perAppPerSecond: try limits.int("per_app_per_second") ?? AppConfiguration.RateLimits.defaultPerAppPerSecond,
             dropLowPriority: try limits.bool("drop_low_priority") ?? false
         )
+    }
+
+    private static func decodeDelivery(_ delivery: ObjectReader?, app bundleID: String) throws(AppsFileError) -> AppConfiguration.Delivery {
+        guard let delivery else { return AppConfiguration.Delivery() }
+        try delivery.rejectUnknownFields(allowed: ["guarantee", "collapse_id_from_request"])
+        var guarantee = AppConfiguration.Delivery.Guarantee.atLeastOnce
+        if let name = try delivery.string("guarantee") {
+            guard let value = AppConfiguration.Delivery.Guarantee(rawValue: name) else {
+                throw AppsFileError(
+                    .invalidValue,
+                    field: delivery.fieldPath("guarantee"),
+                    app: bundleID,
+                    reason: "must be \"at-least-once\" or \"at-most-once\", got \(AppsFileError.quoted(name))"
+                )
+            }
+            guarantee = value
+        }
+        return AppConfiguration.Delivery(guarantee: guarantee, collapseIDFromRequest: try delivery.bool("collapse_id_from_request") ?? true)
     }
 
     /// `path` as is when absolute or when `directory` is empty, otherwise `directory/path`.

@@ -2,7 +2,8 @@ import Logging
 import Synchronization
 
 /// Writes the ``DeliveryLedger`` marks as APNs' 200s arrive, not when a batch ends, so a `kill -9`
-/// leaves unmarked only what was accepted in the last moment (the duplicates of a restart).
+/// leaves unmarked only what was accepted in the last moment (the duplicates of a restart); and the
+/// claims of at-most-once apps right before their notifications go out.
 ///
 /// Every answer is queued with ``mark(_:)``; one flusher at a time sends everything queued as one
 /// pipeline and loops until the queue is empty, so marks coalesce under load and go out at once when
@@ -10,7 +11,7 @@ import Synchronization
 /// write is logged and dropped: the marks only bound duplicates, they never gate delivery.
 final class AcceptanceMarker: Sendable {
     private struct State {
-        var pending: [String] = []
+        var pending: [(key: String, bit: Int)] = []
         var isFlushing = false
         /// Sequence number of the last queued mark, and of the last one written (or dropped).
         var queued: UInt64 = 0
@@ -27,11 +28,12 @@ final class AcceptanceMarker: Sendable {
         self.logger = logger
     }
 
-    /// Queues the mark for `key` and returns its sequence number.
+    /// Queues setting `bit` of the mark set `key` (``DeliveryMarks/acceptedBit(slot:)`` or
+    /// ``DeliveryMarks/claimedBit(slot:)``) and returns its sequence number.
     @discardableResult
-    func mark(_ key: String) -> UInt64 {
+    func mark(key: String, bit: Int) -> UInt64 {
         let (sequence, startFlusher) = state.withLock { state -> (UInt64, Bool) in
-            state.pending.append(key)
+            state.pending.append((key, bit))
             state.queued += 1
             let start = !state.isFlushing
             state.isFlushing = true
@@ -57,18 +59,18 @@ final class AcceptanceMarker: Sendable {
 
     private func flush() async {
         while true {
-            let (keys, through) = state.withLock { state -> ([String], UInt64) in
+            let (marks, through) = state.withLock { state -> ([(key: String, bit: Int)], UInt64) in
                 defer { state.pending.removeAll(keepingCapacity: true) }
                 if state.pending.isEmpty { state.isFlushing = false }
                 return (state.pending, state.queued)
             }
-            if keys.isEmpty { return }
+            if marks.isEmpty { return }
             do {
-                try await ledger.markAccepted(keys: keys)
+                try await ledger.write(marks, value: true)
             } catch {
                 logger.warning(
                     "could not mark accepted notifications in Redis (a redelivery may duplicate them)",
-                    metadata: ["push.error": "\(error)", "push.marks": "\(keys.count)"]
+                    metadata: ["push.error": "\(error)", "push.marks": "\(marks.count)"]
                 )
             }
             let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in

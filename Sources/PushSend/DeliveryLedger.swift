@@ -1,21 +1,26 @@
 public import Redis
 
-/// Which notifications APNs already accepted, in Redis, so a batch redelivered after a crash (or
-/// requeued at shutdown) skips them: one key per (request id, token),
-/// `push:{<app>}:sent:<request id>:<token>`, with a TTL.
+/// What push-send knows about each notification of a request, kept in Redis so it outlives a crash:
+/// whether APNs accepted it, and (for at-most-once apps) whether it was handed to APNs at all.
 ///
-/// The app's hash tag keeps one batch's keys in one Redis Cluster slot, so the lookup is one `MGET`
-/// and the marks one pipeline. Marks are written after APNs answered 200 and before the batch is
-/// acked; a crash between the two costs at most that batch's duplicates, never a lost notification.
+/// One bitmap per mark set (the send batch push-render made; retries keep their original batch's
+/// mark set, see ``PushCore/SendBatch/markSet``): `push:{<app>}:marks:<mark set>`, two bits per
+/// token slot: bit `2·slot` = accepted, bit `2·slot + 1` = claimed (sent, answer not yet known).
+/// A 500-token batch costs one key of about 125 bytes of bits (well under a byte a token), where a
+/// key per token cost about 290 bytes a token. The app's hash tag keeps a batch's key in the app's
+/// Redis Cluster slot.
+///
+/// Reading a batch's marks is one `GET`; marking is `BITFIELD … SET u1 <bit> 1` plus `EXPIRE`,
+/// pipelined across batches by ``AcceptanceMarker``.
 public struct DeliveryLedger: Sendable {
     private let redis: any RedisCommandExecutor
-    /// How long a mark is kept: longer than a batch can take through every retry tier.
+    /// How long a mark set is kept: longer than a batch can take through every retry tier.
     public let ttl: Duration
     /// The first part of every key (`push`; tests use their own).
     public let keyPrefix: String
 
-    /// Keys per `MGET` and per pipeline, so one huge batch never becomes one huge command.
-    static let chunkSize = 1000
+    /// Bit changes per `BITFIELD` command, so one flush never becomes one huge command.
+    static let chunkSize = 512
 
     public init(redis: any RedisCommandExecutor, ttl: Duration, keyPrefix: String = "push") {
         self.redis = redis
@@ -23,48 +28,75 @@ public struct DeliveryLedger: Sendable {
         self.keyPrefix = keyPrefix
     }
 
-    public func key(app: String, requestID: String, token: String) -> String {
-        "\(keyPrefix):{\(app)}:sent:\(requestID):\(token)"
+    public func key(app: String, markSet: String) -> String {
+        "\(keyPrefix):{\(app)}:marks:\(markSet)"
     }
 
-    /// The tokens of `tokens` already marked as accepted for `requestID`.
-    public func accepted(app: String, requestID: String, tokens: [String]) async throws(RedisError) -> Set<String> {
-        var accepted: Set<String> = []
-        var start = 0
-        while start < tokens.count {
-            let chunk = tokens[start..<Swift.min(start + Self.chunkSize, tokens.count)]
-            let reply = try await redis.execute(RedisCommand(["MGET"] + chunk.map { key(app: app, requestID: requestID, token: $0) }))
-            guard let values = reply.array, values.count == chunk.count else {
-                throw RedisError(.protocolError, "MGET of \(chunk.count) delivery marks: unexpected reply \(reply)")
-            }
-            for (token, value) in zip(chunk, values) where !value.isNull {
-                accepted.insert(token)
-            }
-            start += chunk.count
+    /// The marks of one mark set (empty when none was written, or they expired).
+    public func marks(key: String) async throws(RedisError) -> DeliveryMarks {
+        let reply = try await redis.execute(RedisCommand(["GET", key]))
+        if reply.isNull { return DeliveryMarks(bits: []) }
+        guard let bits = reply.bytes else {
+            throw RedisError(.protocolError, "GET \(key): unexpected reply \(reply)")
         }
-        return accepted
+        return DeliveryMarks(bits: bits)
     }
 
-    /// Marks `tokens` as accepted for `requestID` (`SET key 1 EX ttl`, pipelined).
-    public func markAccepted(app: String, requestID: String, tokens: [String]) async throws(RedisError) {
-        try await markAccepted(keys: tokens.map { key(app: app, requestID: requestID, token: $0) })
-    }
-
-    /// Marks the given keys (from ``key(app:requestID:token:)``), pipelined in chunks.
-    public func markAccepted(keys: [String]) async throws(RedisError) {
+    /// Sets (`value` true) or clears bits, as `(key, bit offset)` pairs, in one pipeline: per key
+    /// `BITFIELD` commands of at most ``chunkSize`` changes, then one `EXPIRE`.
+    public func write(_ bits: [(key: String, bit: Int)], value: Bool) async throws(RedisError) {
+        if bits.isEmpty { return }
+        var order: [String] = []
+        var offsets: [String: [Int]] = [:]
+        for (key, bit) in bits {
+            if offsets[key] == nil { order.append(key) }
+            offsets[key, default: []].append(bit)
+        }
         let seconds = Swift.max(1, ttl.components.seconds)
-        var start = 0
-        while start < keys.count {
-            let chunk = keys[start..<Swift.min(start + Self.chunkSize, keys.count)]
-            let commands = chunk.map { key -> RedisCommand in
-                var command: RedisCommand = ["SET", key, "1", "EX"]
-                command.append(seconds)
-                return command
+        var commands: [RedisCommand] = []
+        for key in order {
+            let keyBits = offsets[key]!
+            var start = 0
+            while start < keyBits.count {
+                var command: RedisCommand = ["BITFIELD", key]
+                for bit in keyBits[start..<Swift.min(start + Self.chunkSize, keyBits.count)] {
+                    command.append("SET")
+                    command.append("u1")
+                    command.append(bit)
+                    command.append(value ? 1 : 0)
+                }
+                commands.append(command)
+                start += Self.chunkSize
             }
-            for reply in try await redis.pipeline(commands) {
-                _ = try reply.throwingServerError()
-            }
-            start += chunk.count
+            var expire: RedisCommand = ["EXPIRE", key]
+            expire.append(seconds)
+            commands.append(expire)
         }
+        for reply in try await redis.pipeline(commands) {
+            _ = try reply.throwingServerError()
+        }
+    }
+}
+
+/// One mark set's bits as read from Redis (see ``DeliveryLedger``).
+public struct DeliveryMarks: Sendable, Equatable {
+    /// Redis' bit order: bit 0 is the most significant bit of the first byte.
+    let bits: [UInt8]
+
+    public static func acceptedBit(slot: Int) -> Int { 2 * slot }
+    public static func claimedBit(slot: Int) -> Int { 2 * slot + 1 }
+
+    /// APNs accepted the token in this slot.
+    public func isAccepted(slot: Int) -> Bool { bit(Self.acceptedBit(slot: slot)) }
+
+    /// The token in this slot was handed to APNs by an at-most-once sender and no answer was recorded.
+    public func isClaimed(slot: Int) -> Bool { bit(Self.claimedBit(slot: slot)) }
+
+    public var isEmpty: Bool { !bits.contains { $0 != 0 } }
+
+    private func bit(_ offset: Int) -> Bool {
+        let byte = offset / 8
+        guard offset >= 0, byte < bits.count else { return false }
+        return bits[byte] & (0x80 >> UInt8(offset % 8)) != 0
     }
 }

@@ -26,6 +26,10 @@ public struct DecodedSendBatch: Sendable {
     /// The payload bytes, shared by every token's request.
     public let payload: [UInt8]
 
+    /// Slots of one mark set (a batch holds a few hundred tokens; 2 bits each, at most 16 KiB of marks).
+    static let slotLimit = 65_536
+    static let maximumMarkSetLength = 512
+
     /// Parses a `push.send` body (``PushCore/SendBatch``) and checks what APNs would refuse anyway.
     public init(body: [UInt8]) throws(SendBatchError) {
         let batch: SendBatch
@@ -56,6 +60,18 @@ public struct DecodedSendBatch: Sendable {
                 throw SendBatchError(field: "tokens[\(index)]", "must be 64–200 lowercase hex characters, even length")
             }
         }
+        if let markSet = batch.markSet, markSet.isEmpty || markSet.utf8.count > Self.maximumMarkSetLength {
+            throw SendBatchError(field: "mark_set", "must be 1–\(Self.maximumMarkSetLength) bytes, got \(markSet.utf8.count)")
+        }
+        if let slots = batch.slots {
+            guard slots.count == batch.tokens.count else {
+                throw SendBatchError(field: "slots", "must hold one slot per token (\(batch.tokens.count)), got \(slots.count)")
+            }
+            // A slot is a bit offset in a Redis string: bounded, so no message can make Redis grow one huge.
+            if let index = slots.firstIndex(where: { !(0..<Self.slotLimit).contains($0) }) {
+                throw SendBatchError(field: "slots[\(index)]", "must be 0–\(Self.slotLimit - 1), got \(slots[index])")
+            }
+        }
         guard batch.attempt >= 0 else { throw SendBatchError(field: "attempt", "must not be negative, got \(batch.attempt)") }
         if let expiration = batch.expiration, expiration < 0 {
             throw SendBatchError(field: "expiration", "must be 0 or seconds since 1970, got \(expiration)")
@@ -71,15 +87,15 @@ public struct DecodedSendBatch: Sendable {
         self.payload = payload
     }
 
-    /// The request for one token.
-    public func notification(token: String) -> APNsNotification {
+    /// The request for one token; `collapseID` (default: the batch's) folds twins on the device.
+    public func notification(token: String, collapseID: String? = nil) -> APNsNotification {
         APNsNotification(
             deviceToken: token,
             topic: pushType.topic(forBundleID: batch.app),
             pushType: pushType,
             priority: priority,
             expiration: batch.expiration,
-            collapseID: batch.collapseID,
+            collapseID: collapseID ?? batch.collapseID,
             payload: payload
         )
     }

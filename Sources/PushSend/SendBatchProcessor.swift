@@ -38,6 +38,10 @@ public struct SendBatchProcessor: Sendable {
     static let publishFailureBackoff: Duration = .seconds(1)
     /// Reason of tokens deferred because their app's sending is paused.
     static let pausedReason = "AppPaused"
+    /// Reason (`failed.Unknown`) of an at-most-once notification that may or may not have reached APNs.
+    static let unknownReason = "Unknown"
+    /// Reason of at-most-once tokens deferred because their claims could not be read.
+    static let ledgerUnavailableReason = "LedgerUnavailable"
 
     public init(
         amqp: AMQPConnection,
@@ -56,7 +60,8 @@ public struct SendBatchProcessor: Sendable {
         self.clients = clients
         self.ledger = ledger
         self.marker = AcceptanceMarker(ledger: ledger, logger: logger)
-        self.window = SendWindow(size: configuration.maxInFlight)
+        let metrics = clients.metrics
+        self.window = SendWindow(floor: configuration.minInFlight, ceiling: configuration.maxInFlight) { metrics.windowSize($0) }
         self.rateLimits = rateLimits
         self.pauses = pauses
         self.queues = queues
@@ -113,6 +118,9 @@ public struct SendBatchProcessor: Sendable {
         if let problem = plan.credentialProblem {
             pauseApp(app.bundleID, reason: problem, logger: logger)
         }
+        if app.delivery.guarantee == .atMostOnce {
+            await releaseClaims(of: plan, app: app.bundleID, logger: logger)
+        }
         let results = await amqp.publish(plan.messages(queues: queues))
         if let failure = results.lazy.compactMap({ result -> AMQPError? in
             if case .failure(let error) = result { return error }
@@ -144,36 +152,58 @@ public struct SendBatchProcessor: Sendable {
     /// Records an outcome for every token of the batch that reaches this point.
     private func send(_ decoded: DecodedSendBatch, app: AppConfiguration, into report: inout SendBatchReport, logger: Logger) async {
         let batch = decoded.batch
-        var pending = batch.tokens
+        let atMostOnce = app.delivery.guarantee == .atMostOnce
+        let markKey = ledger.key(app: app.bundleID, markSet: batch.effectiveMarkSet)
+        // Indices into batch.tokens still to send.
+        var pending = Array(batch.tokens.indices)
 
         do {
-            let accepted = try await ledger.accepted(app: app.bundleID, requestID: batch.requestID, tokens: pending)
-            if !accepted.isEmpty {
-                for token in pending where accepted.contains(token) { report.record(token, .alreadyDelivered) }
-                pending.removeAll { accepted.contains($0) }
-                metrics.duplicatesSkipped.increment(by: Int64(accepted.count))
+            let marks = try await ledger.marks(key: markKey)
+            if !marks.isEmpty {
+                var skipped = 0
+                pending.removeAll { index in
+                    let slot = batch.slot(at: index)
+                    if marks.isAccepted(slot: slot) {
+                        report.record(batch.tokens[index], .alreadyDelivered)
+                        skipped += 1
+                        return true
+                    }
+                    if atMostOnce, marks.isClaimed(slot: slot) {
+                        // Handed to APNs before a crash, answer never recorded: at most once means not again.
+                        report.record(batch.tokens[index], .dropped(reason: Self.unknownReason))
+                        return true
+                    }
+                    return false
+                }
+                if skipped > 0 { metrics.duplicatesSkipped.increment(by: Int64(skipped)) }
             }
         } catch {
+            if atMostOnce {
+                // Without the claims an at-most-once batch cannot tell what it already sent: wait.
+                logger.warning("delivery marks unreadable; deferring an at-most-once batch", metadata: ["push.error": "\(error)"])
+                for index in pending { report.record(batch.tokens[index], .deferred(reason: Self.ledgerUnavailableReason, retryAfter: .seconds(5))) }
+                return
+            }
             logger.warning("dedupe lookup failed; sending without it (a redelivered batch may send duplicates)", metadata: ["push.error": "\(error)"])
         }
 
         if let rateLimits, !pending.isEmpty {
             do {
-                let decisions = try await rateLimits.check(app: app, tokens: pending)
-                var allowed: [String] = []
+                let decisions = try await rateLimits.check(app: app, tokens: pending.map { batch.tokens[$0] })
+                var allowed: [Int] = []
                 allowed.reserveCapacity(pending.count)
                 var dropped = 0
                 var deferred = 0
-                for (token, decision) in zip(pending, decisions) {
+                for (index, decision) in zip(pending, decisions) {
                     switch decision {
                     case .allowed:
-                        allowed.append(token)
+                        allowed.append(index)
                     case .limited(let retryAfter):
                         if batch.priority == 1 && app.rateLimits.dropLowPriority {
-                            report.record(token, .dropped(reason: "RateLimited"))
+                            report.record(batch.tokens[index], .dropped(reason: "RateLimited"))
                             dropped += 1
                         } else {
-                            report.record(token, .deferred(reason: "RateLimited", retryAfter: retryAfter))
+                            report.record(batch.tokens[index], .deferred(reason: "RateLimited", retryAfter: retryAfter))
                             deferred += 1
                         }
                     }
@@ -195,71 +225,105 @@ public struct SendBatchProcessor: Sendable {
                 "cannot make an APNs client for the app: its credentials or endpoint are unusable",
                 metadata: ["push.error": "\(error)", "push.environment": "\(batch.environment.rawValue)"]
             )
-            for token in pending { report.record(token, .credentialProblem(reason: "InvalidCredentials")) }
+            for index in pending { report.record(batch.tokens[index], .credentialProblem(reason: "InvalidCredentials")) }
             return
         }
         if Task.isCancelled {
-            for token in pending { report.record(token, .unfinished) }
+            for index in pending { report.record(batch.tokens[index], .unfinished) }
             return
         }
 
-        let outcomes = await sendAll(decoded, tokens: pending, client: client, app: app.bundleID)
+        let collapseID = batch.collapseID ?? (app.delivery.collapseIDFromRequest ? CollapseID.derived(fromRequestID: batch.requestID) : nil)
+        let outcomes = await sendAll(
+            decoded, indices: pending, client: client, markKey: markKey, collapseID: collapseID, atMostOnce: atMostOnce
+        )
         // Every `delivered` here already has its dedupe mark in Redis (see sendAll).
-        for (token, outcome) in zip(pending, outcomes) {
-            report.record(token, outcome ?? .unfinished)
+        for (index, outcome) in zip(pending, outcomes) {
+            report.record(batch.tokens[index], outcome ?? .unfinished)
         }
     }
 
     /// Sends every token at once, within the process-wide ``SendWindow``, and waits for the answers (or
     /// for cancellation; see ``AnswerCollector``). A 200 counts as answered once its dedupe mark is
-    /// written (``AcceptanceMarker``), so the batch is acked only after its marks are in Redis.
-    private func sendAll(_ decoded: DecodedSendBatch, tokens: [String], client: any NotificationSending, app: String) async -> [TokenOutcome?] {
-        let collector = AnswerCollector(count: tokens.count)
+    /// written (``AcceptanceMarker``), so the batch is acked only after its marks are in Redis. For an
+    /// at-most-once app each notification's claim is written before it goes out, and an answer that
+    /// never came (connection lost, timeout) is `failed.Unknown` rather than another try.
+    private func sendAll(
+        _ decoded: DecodedSendBatch, indices: [Int], client: any NotificationSending, markKey: String, collapseID: String?, atMostOnce: Bool
+    ) async -> [TokenOutcome?] {
+        let collector = AnswerCollector(count: indices.count)
         let timeout = configuration.requestTimeout
         let metrics = self.metrics
         let marker = self.marker
         let window = self.window
-        let ledger = self.ledger
-        let requestID = decoded.batch.requestID
-        metrics.inFlight(tokens.count)
+        let batch = decoded.batch
+        metrics.inFlight(indices.count)
         // Unstructured on purpose: requests the batch stops waiting for (shutdown) still finish,
         // bounded by the client, and what APNs accepts after that is still marked.
         Task {
             await withTaskGroup(of: Void.self) { group in
-                for (index, token) in tokens.enumerated() {
+                for (position, index) in indices.enumerated() {
                     group.addTask {
                         await window.acquire()
                         // A batch that stopped waiting (shutdown) has gone back to the queue: what it
                         // has not sent yet stays unsent.
                         guard !collector.isAbandoned else {
-                            window.release()
+                            window.release(holding: nil)
                             metrics.inFlight(-1)
                             return
                         }
-                        let notification = decoded.notification(token: token)
+                        let slot = batch.slot(at: index)
+                        if atMostOnce {
+                            await marker.waitUntilWritten(through: marker.mark(key: markKey, bit: DeliveryMarks.claimedBit(slot: slot)))
+                        }
+                        let notification = decoded.notification(token: batch.tokens[index], collapseID: collapseID)
                         let started = ContinuousClock.now
-                        let outcome: TokenOutcome
+                        var answered = false
+                        var outcome: TokenOutcome
                         do throws(APNsClientError) {
                             let response = try await client.send(notification, timeout: timeout)
                             metrics.latency.recordNanoseconds(Self.nanoseconds(ContinuousClock.now - started))
+                            answered = true
                             outcome = TokenOutcome(response: response)
                         } catch {
                             outcome = TokenOutcome(error: error)
+                            if atMostOnce, TokenOutcome.mayHaveBeenAccepted(error) {
+                                outcome = .dropped(reason: Self.unknownReason)
+                            }
                         }
                         if outcome == .delivered {
                             // The place in the window is freed once the dedupe mark is in Redis.
-                            let mark = marker.mark(ledger.key(app: app, requestID: requestID, token: token))
-                            await marker.waitUntilWritten(through: mark)
+                            await marker.waitUntilWritten(through: marker.mark(key: markKey, bit: DeliveryMarks.acceptedBit(slot: slot)))
                         }
-                        window.release()
+                        // Only answered sends say how long a round trip takes (a refused connect takes none).
+                        window.release(holding: answered ? ContinuousClock.now - started : nil)
                         if outcome != .unfinished { metrics.sent.increment() }
                         metrics.inFlight(-1)
-                        collector.record(index, outcome)
+                        collector.record(position, outcome)
                     }
                 }
             }
         }
         return await collector.wait()
+    }
+
+    /// Clears the claims of an at-most-once batch's tokens that go to a retry tier: APNs answered
+    /// them with a refusal (or they were never sent), so another try cannot be a twin. Without this
+    /// the next try would read the claim as "maybe accepted" and report `failed.Unknown`.
+    private func releaseClaims(of plan: SendBatchPlan, app: String, logger: Logger) async {
+        var bits: [(key: String, bit: Int)] = []
+        for retry in plan.republished {
+            let key = ledger.key(app: app, markSet: retry.batch.effectiveMarkSet)
+            for index in retry.batch.tokens.indices { bits.append((key, DeliveryMarks.claimedBit(slot: retry.batch.slot(at: index)))) }
+        }
+        do {
+            try await ledger.write(bits, value: false)
+        } catch {
+            logger.warning(
+                "could not release the claims of retried at-most-once notifications; their next try reports failed.Unknown",
+                metadata: ["push.error": "\(error)", "push.tokens": "\(bits.count)"]
+            )
+        }
     }
 
     // MARK: Credential pauses

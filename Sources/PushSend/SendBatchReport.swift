@@ -205,9 +205,13 @@ public struct SendBatchPlan: Sendable {
 extension SendBatch {
     /// The same notification for `tokens` only, as try `attempt`, with a batch id that says so:
     /// `<original id>#a<attempt>d<deferrals>` (an earlier `#…` suffix is replaced, so ids stay short).
+    /// The tokens keep their delivery-mark slots in the original mark set.
     func narrowed(to tokens: [String], attempt: Int, deferrals: Int?) -> SendBatch {
         var copy = self
+        let slotOfToken = Dictionary(zip(self.tokens, self.tokens.indices.map(slot(at:))), uniquingKeysWith: { first, _ in first })
         copy.tokens = tokens
+        copy.markSet = effectiveMarkSet
+        copy.slots = tokens.map { slotOfToken[$0] ?? 0 }
         copy.attempt = attempt
         if let deferrals {
             let base = batchID.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? batchID

@@ -8,10 +8,11 @@ public import PushServiceKit
 /// | key | property | default | accepted values |
 /// |---|---|---|---|
 /// | `PUSH_SEND_PREFETCH` | ``prefetch`` | `40` | send batches in flight at once (1–1000); × batch size = notifications in flight |
-/// | `PUSH_SEND_MAX_IN_FLIGHT` | ``maxInFlight`` | `2000` | notifications sent to APNs and not yet settled (answer classified, dedupe mark written), at most (1–100000); a `kill -9` repeats at most this many |
+/// | `PUSH_SEND_MAX_IN_FLIGHT` | ``maxInFlight`` | `10000` | ceiling of the in-flight window: notifications sent to APNs and not yet settled (answer classified, dedupe mark written) (1–100000) |
+/// | `PUSH_SEND_MIN_IN_FLIGHT` | ``minInFlight`` | `256` | floor of the window, which is sized from rate × APNs round trip between the two; a `kill -9` repeats at most the window's size at that moment (1–100000, at most the ceiling) |
 /// | `PUSH_SEND_MAX_ATTEMPTS` | ``maxAttempts`` | `8` | tries of one notification that keeps meeting 429/500/503/connection loss (1–100) |
 /// | `PUSH_SEND_MAX_DEFERRALS` | ``maxDeferrals`` | `100` | times one notification may be deferred by rate limits or a paused app before it is dead-lettered (1–10000) |
-/// | `PUSH_SEND_CONNECTIONS` | ``connections`` | `2` | HTTP/2 connections per app and environment (1–64) |
+/// | `PUSH_SEND_CONNECTIONS` | ``connections`` | the ceiling ÷ 1000, rounded up | HTTP/2 connections per app and environment, at most (1–64); one opens only when the open ones carry all the streams APNs allows (1,000 each) |
 /// | `PUSH_SEND_REQUEST_TIMEOUT_S` | ``requestTimeout`` | `15` | seconds one notification may wait for APNs' answer |
 /// | `PUSH_SEND_DRAIN_TIMEOUT_S` | ``drainTimeout`` | `20` | seconds SIGTERM lets in-flight batches finish before returning them to the queue |
 /// | `PUSH_SEND_DEDUPE_TTL_S` | ``dedupeTTL`` | `86400` | seconds a "this notification was accepted" mark is kept in Redis |
@@ -23,6 +24,7 @@ public import PushServiceKit
 public struct SendConfiguration: Sendable, Hashable {
     public var prefetch: Int
     public var maxInFlight: Int
+    public var minInFlight: Int
     public var maxAttempts: Int
     public var maxDeferrals: Int
     public var connections: Int
@@ -35,10 +37,11 @@ public struct SendConfiguration: Sendable, Hashable {
 
     public init(
         prefetch: Int = 40,
-        maxInFlight: Int = 2000,
+        maxInFlight: Int = 10_000,
+        minInFlight: Int = 256,
         maxAttempts: Int = 8,
         maxDeferrals: Int = 100,
-        connections: Int = 2,
+        connections: Int? = nil,
         requestTimeout: Duration = .seconds(15),
         drainTimeout: Duration = .seconds(20),
         dedupeTTL: Duration = .seconds(86_400),
@@ -48,9 +51,10 @@ public struct SendConfiguration: Sendable, Hashable {
     ) {
         self.prefetch = prefetch
         self.maxInFlight = maxInFlight
+        self.minInFlight = min(minInFlight, maxInFlight)
         self.maxAttempts = maxAttempts
         self.maxDeferrals = maxDeferrals
-        self.connections = connections
+        self.connections = connections ?? Self.connections(forCeiling: maxInFlight)
         self.requestTimeout = requestTimeout
         self.drainTimeout = drainTimeout
         self.dedupeTTL = dedupeTTL
@@ -59,9 +63,14 @@ public struct SendConfiguration: Sendable, Hashable {
         self.queuePrefix = queuePrefix
     }
 
+    /// Connections enough to carry `ceiling` streams at APNs' 1,000 a connection (1–64).
+    public static func connections(forCeiling ceiling: Int) -> Int {
+        min(max(1, (ceiling + 999) / 1000), 64)
+    }
+
     /// Every key this type reads.
     public static let keys: Set<String> = [
-        "PUSH_SEND_PREFETCH", "PUSH_SEND_MAX_IN_FLIGHT", "PUSH_SEND_MAX_ATTEMPTS", "PUSH_SEND_MAX_DEFERRALS", "PUSH_SEND_CONNECTIONS",
+        "PUSH_SEND_PREFETCH", "PUSH_SEND_MAX_IN_FLIGHT", "PUSH_SEND_MIN_IN_FLIGHT", "PUSH_SEND_MAX_ATTEMPTS", "PUSH_SEND_MAX_DEFERRALS", "PUSH_SEND_CONNECTIONS",
         "PUSH_SEND_REQUEST_TIMEOUT_S", "PUSH_SEND_DRAIN_TIMEOUT_S", "PUSH_SEND_DEDUPE_TTL_S",
         "PUSH_SEND_CREDENTIAL_PAUSE_S", "PUSH_SEND_RATE_LIMITS", "PUSH_SEND_QUEUE_PREFIX",
     ]
@@ -71,9 +80,12 @@ public struct SendConfiguration: Sendable, Hashable {
         var configuration = defaults
         configuration.prefetch = try reader.int("PUSH_SEND_PREFETCH", default: defaults.prefetch, in: 1...1000)
         configuration.maxInFlight = try reader.int("PUSH_SEND_MAX_IN_FLIGHT", default: defaults.maxInFlight, in: 1...100_000)
+        configuration.minInFlight = try reader.int(
+            "PUSH_SEND_MIN_IN_FLIGHT", default: min(defaults.minInFlight, configuration.maxInFlight), in: 1...configuration.maxInFlight)
         configuration.maxAttempts = try reader.int("PUSH_SEND_MAX_ATTEMPTS", default: defaults.maxAttempts, in: 1...100)
         configuration.maxDeferrals = try reader.int("PUSH_SEND_MAX_DEFERRALS", default: defaults.maxDeferrals, in: 1...10_000)
-        configuration.connections = try reader.int("PUSH_SEND_CONNECTIONS", default: defaults.connections, in: 1...64)
+        let connectionsByDefault = defaults.maxInFlight == configuration.maxInFlight ? defaults.connections : Self.connections(forCeiling: configuration.maxInFlight)
+        configuration.connections = try reader.int("PUSH_SEND_CONNECTIONS", default: connectionsByDefault, in: 1...64)
         configuration.requestTimeout = try reader.seconds("PUSH_SEND_REQUEST_TIMEOUT_S", default: defaults.requestTimeout)
         configuration.drainTimeout = try reader.seconds("PUSH_SEND_DRAIN_TIMEOUT_S", default: defaults.drainTimeout)
         configuration.dedupeTTL = try reader.seconds("PUSH_SEND_DEDUPE_TTL_S", default: defaults.dedupeTTL)
@@ -94,10 +106,11 @@ public struct SendConfiguration: Sendable, Hashable {
     public static let environmentHelp = """
         push-send:
           PUSH_SEND_PREFETCH            send batches in flight at once (default 40)
-          PUSH_SEND_MAX_IN_FLIGHT       notifications sent and not yet settled; what a kill -9 can repeat (default 2000)
+          PUSH_SEND_MAX_IN_FLIGHT       ceiling of the in-flight window (sent, not yet settled) (default 10000)
+          PUSH_SEND_MIN_IN_FLIGHT       floor of the window, sized from rate x round trip; a kill -9 repeats at most its size (default 256)
           PUSH_SEND_MAX_ATTEMPTS        tries of a notification that meets 429/500/503/connection loss (default 8)
           PUSH_SEND_MAX_DEFERRALS       rate-limit or paused-app deferrals before dead-lettering (default 100)
-          PUSH_SEND_CONNECTIONS         HTTP/2 connections per app and environment (default 2)
+          PUSH_SEND_CONNECTIONS         HTTP/2 connections per app and environment, at most; opened as streams fill (default ceiling/1000)
           PUSH_SEND_REQUEST_TIMEOUT_S   seconds a notification may wait for APNs (default 15)
           PUSH_SEND_DRAIN_TIMEOUT_S     seconds SIGTERM lets in-flight batches finish (default 20)
           PUSH_SEND_DEDUPE_TTL_S        seconds an accepted notification is remembered (default 86400)

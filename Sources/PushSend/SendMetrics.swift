@@ -27,11 +27,17 @@ final class SendMetrics: Sendable {
     let latency = Timer(label: "push_send_apns_latency_seconds")
     let openConnections = Gauge(label: "push_send_open_connections")
     private let inFlightGauge = Gauge(label: "push_send_in_flight")
+    /// The in-flight window's size now (``WindowSizer``): what a `kill -9` can repeat at most.
+    private let windowSizeGauge = Gauge(label: "push_send_window_size")
     private let inFlightCount = Atomic<Int>(0)
     private let labelled = Mutex<[String: Counter]>([:])
     private let pausedGauges = Mutex<[String: Gauge]>([:])
 
     init() {}
+
+    func windowSize(_ size: Int) {
+        windowSizeGauge.record(size)
+    }
 
     private func counter(_ label: String, _ dimension: String, _ value: String) -> Counter {
         let key = "\(label)|\(dimension)=\(value)"

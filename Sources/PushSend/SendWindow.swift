@@ -4,30 +4,48 @@ import Synchronization
 /// classified and, when accepted, its dedupe mark written to Redis).
 ///
 /// That number is exactly what a `kill -9` can repeat: anything settled is skipped after a restart
-/// and anything not yet sent is sent once. The APNs client keeps its connections busy from its own
-/// threads, so without this bound a process short of CPU could have thousands of accepted but
-/// unmarked notifications. Waiters are served first come, first served.
+/// and anything not yet sent is sent once. So the bound is no larger than throughput × APNs' round
+/// trip needs: a ``WindowSizer`` resizes it as notifications settle, between a floor and a ceiling
+/// (`PUSH_SEND_MIN_IN_FLIGHT`, `PUSH_SEND_MAX_IN_FLIGHT`). Waiters are served first come, first served.
 final class SendWindow: Sendable {
     private struct State {
-        var available: Int
+        var sizer: WindowSizer
+        var inUse = 0
         var waiters: [CheckedContinuation<Void, Never>] = []
         var head = 0
+        var periodStarted: ContinuousClock.Instant
+
+        /// Hands free places to waiters, first come first served.
+        mutating func admit(into ready: inout [CheckedContinuation<Void, Never>]) {
+            while inUse < sizer.size, head < waiters.count {
+                ready.append(waiters[head])
+                head += 1
+                inUse += 1
+            }
+            if head > 1024, head * 2 > waiters.count {
+                waiters.removeFirst(head)
+                head = 0
+            }
+        }
     }
 
     private let state: Mutex<State>
-    let size: Int
+    /// Told the new size whenever it changes (the `push_send_window_size` gauge).
+    private let onResize: @Sendable (Int) -> Void
 
-    init(size: Int) {
-        self.size = Swift.max(1, size)
-        state = Mutex(State(available: Swift.max(1, size)))
+    init(floor: Int, ceiling: Int, onResize: @escaping @Sendable (Int) -> Void = { _ in }) {
+        let sizer = WindowSizer(floor: floor, ceiling: ceiling)
+        state = Mutex(State(sizer: sizer, periodStarted: .now))
+        self.onResize = onResize
+        onResize(sizer.size)
     }
 
     /// Waits for a free place (not cancellable: a place is always freed by a settling notification).
     func acquire() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let ready = state.withLock { state -> Bool in
-                if state.available > 0 {
-                    state.available -= 1
+                if state.inUse < state.sizer.size, state.head == state.waiters.count {
+                    state.inUse += 1
                     return true
                 }
                 state.waiters.append(continuation)
@@ -37,24 +55,30 @@ final class SendWindow: Sendable {
         }
     }
 
-    /// Frees a place, handing it to the longest waiter if any.
-    func release() {
-        let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            guard state.head < state.waiters.count else {
-                state.available += 1
-                return nil
+    /// Frees a place held for `holding` (sent → settled; nil when nothing was sent), handing it, and
+    /// any the window grew by, to the longest waiters.
+    func release(holding: Duration?) {
+        let now = ContinuousClock.now
+        var ready: [CheckedContinuation<Void, Never>] = []
+        let resized = state.withLock { state -> Int? in
+            state.inUse -= 1
+            state.sizer.settled(holding: holding)
+            var resized: Int?
+            let elapsed = now - state.periodStarted
+            if elapsed >= WindowSizer.period {
+                resized = state.sizer.endPeriod(elapsed: elapsed)
+                state.periodStarted = now
             }
-            let waiter = state.waiters[state.head]
-            state.head += 1
-            if state.head > 1024, state.head * 2 > state.waiters.count {
-                state.waiters.removeFirst(state.head)
-                state.head = 0
-            }
-            return waiter
+            state.admit(into: &ready)
+            return resized
         }
-        next?.resume()
+        for waiter in ready { waiter.resume() }
+        if let resized { onResize(resized) }
     }
 
+    /// The window's size now.
+    var size: Int { state.withLock { $0.sizer.size } }
+
     /// Places in use now (for tests and metrics).
-    var inUse: Int { state.withLock { size - $0.available } }
+    var inUse: Int { state.withLock { $0.inUse } }
 }

@@ -65,6 +65,15 @@ public enum TokenOutcome: Sendable, Equatable {
         }
     }
 
+    /// Whether APNs may have accepted a notification whose send failed this way: it was on the wire
+    /// when the connection died or the time ran out. (Not for a refused connect or a full queue.)
+    public static func mayHaveBeenAccepted(_ error: APNsClientError) -> Bool {
+        switch error.code {
+        case .connectionLost, .timeout, .protocolError: true
+        default: false
+        }
+    }
+
     /// A name for a refusal that came without a `reason`.
     static func statusName(_ status: Int) -> String {
         switch status {

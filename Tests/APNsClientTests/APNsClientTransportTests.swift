@@ -44,6 +44,23 @@ struct APNsClientTransportTests {
         await client.shutdown()
     }
 
+    @Test func connectionsOpenOnlyAsTheOpenOnesFillUp() async throws {
+        let sandbox = try await SandboxProcess()
+        // Answers after 300 ms, like a far server: the streams stay busy while the load arrives.
+        #expect(try await sandbox.admin("PUT", "/faults", body: #"{"delay_ms":300}"#).status == 200)
+        let client = try makeClient(sandbox) { $0.connections = 8 }
+        _ = try await client.send(alert())
+        // 200 at once fit in one connection's 1,000 streams: no second connection.
+        var results = await sendAll(client, (0..<200).map { _ in alert(SandboxProcess.randomToken()) })
+        #expect(results.allSatisfy { (try? $0.get().status) == 200 })
+        #expect(client.connectionsOpened == 1, "\(client.connectionsOpened) connections for 200 streams")
+        // 2,500 at once need three.
+        results = await sendAll(client, (0..<2500).map { _ in alert(SandboxProcess.randomToken()) })
+        #expect(results.allSatisfy { (try? $0.get().status) == 200 })
+        #expect((3...4).contains(client.connectionsOpened), "\(client.connectionsOpened) connections for 2,500 streams")
+        await client.shutdown()
+    }
+
     @Test func aDroppedConnectionFailsInFlightRequestsRetryablyAndReconnects() async throws {
         let sandbox = try await SandboxProcess()
         #expect(try await sandbox.admin("PUT", "/faults", body: #"{"drop_every":300,"delay_ms":50}"#).status == 200)

@@ -110,6 +110,14 @@ struct AppsFileTests {
         }
     }
 
+    @Test func deliveryGuaranteeAndCollapseIDsAreReadWithSafeDefaults() throws {
+        let plain = try #require(try AppsFile(json: Self.file(app: "")).app(bundleID: "com.example.game")).delivery
+        #expect(plain == .init(guarantee: .atLeastOnce, collapseIDFromRequest: true))
+        let file = try AppsFile(json: Self.file(app: #""delivery": {"guarantee": "at-most-once", "collapse_id_from_request": false}"#))
+        let delivery = try #require(file.app(bundleID: "com.example.game")).delivery
+        #expect(delivery == .init(guarantee: .atMostOnce, collapseIDFromRequest: false))
+    }
+
     @Test func hmacSHA256WithASecretIsAccepted() throws {
         let file = try AppsFile(json: Self.file(app: #""ingest": {"credential": "hmac-sha256", "secret": "k", "timestamp_window_s": 60}"#))
         let ingest = try #require(file.app(bundleID: "com.example.game")).ingest
@@ -271,6 +279,18 @@ struct AppsFileTests {
             message: #"apps["com.example.game"].rate_limits.per_app_per_second: must be a whole number, got 1.5"#
         ),
         BadFile(
+            name: "unknown delivery guarantee",
+            json: #""delivery": {"guarantee": "exactly-once"}"#,
+            code: .invalidValue,
+            message: #"apps["com.example.game"].delivery.guarantee: must be "at-least-once" or "at-most-once", got "exactly-once""#
+        ),
+        BadFile(
+            name: "collapse switch as a string",
+            json: #""delivery": {"collapse_id_from_request": "no"}"#,
+            code: .wrongType,
+            message: #"apps["com.example.game"].delivery.collapse_id_from_request: must be true or false, got a string"#
+        ),
+        BadFile(
             name: "rate limit zero",
             json: #""rate_limits": {"per_device_per_hour": 0}"#,
             code: .invalidValue,
@@ -322,7 +342,7 @@ struct AppsFileTests {
             name: "unknown app field",
             json: #""defualt": true"#,
             code: .unknownField,
-            message: #"apps["com.example.game"].defualt: unknown field (allowed here: display_names, default, environment, apns, ingest, rate_limits)"#
+            message: #"apps["com.example.game"].defualt: unknown field (allowed here: display_names, default, environment, apns, ingest, rate_limits, delivery)"#
         ),
         BadFile(
             name: "unknown apns field",

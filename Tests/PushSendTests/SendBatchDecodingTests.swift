@@ -32,6 +32,32 @@ import Testing
         #expect(throws: Never.self) { try notification.validate() }
     }
 
+    @Test func collapseIDsComeFromTheRequestUnlessTheBatchNamesOne() throws {
+        let decoded = try DecodedSendBatch(body: Self.body(without: ["collapse_id"]))
+        #expect(decoded.notification(token: Self.token).collapseID == nil)
+        #expect(decoded.notification(token: Self.token, collapseID: "r1").collapseID == "r1")
+        #expect(CollapseID.derived(fromRequestID: "order-4711-shipped") == "order-4711-shipped")
+        let long = String(repeating: "é", count: 40) + "-x"
+        let derived = CollapseID.derived(fromRequestID: long)
+        #expect(derived.utf8.count <= 64 && derived.hasPrefix(String(repeating: "é", count: 23) + "~"), "\(derived)")
+        #expect(derived != CollapseID.derived(fromRequestID: String(repeating: "é", count: 40) + "-y"), "long ids stay apart")
+        #expect(CollapseID.derived(fromRequestID: long) == derived, "stable")
+        let exactly64 = String(repeating: "a", count: 64)
+        #expect(CollapseID.derived(fromRequestID: exactly64) == exactly64)
+        #expect(CollapseID.derived(fromRequestID: exactly64 + "b").utf8.count == 64)
+    }
+
+    @Test func markSlotsDefaultToTheTokensPlacesAndRetriesKeepTheirs() throws {
+        let fresh = try DecodedSendBatch(body: Self.body(["tokens": #"["\#(Self.token)", "\#(String(repeating: "cd", count: 32))"]"#])).batch
+        #expect(fresh.effectiveMarkSet == "r1/0" && fresh.slot(at: 1) == 1)
+        let retry = fresh.narrowed(to: [String(repeating: "cd", count: 32)], attempt: 1, deferrals: 0)
+        #expect(retry.batchID == "r1/0#a1d0" && retry.markSet == "r1/0" && retry.slots == [1])
+        let again = try DecodedSendBatch(body: SendJSON.encode(retry)).batch
+        #expect(again.effectiveMarkSet == "r1/0" && again.slot(at: 0) == 1, "the slots survive the trip through the queue")
+        let retryOfRetry = again.narrowed(to: again.tokens, attempt: 2, deferrals: 0)
+        #expect(retryOfRetry.markSet == "r1/0" && retryOfRetry.slots == [1])
+    }
+
     @Test func badBatchesNameTheField() {
         let cases: [([UInt8], String)] = [
             (Array("nope".utf8), "not valid JSON"),
@@ -45,6 +71,11 @@ import Testing
             (Self.body(["attempt": #""x""#]), "attempt: has the wrong type"),
             (Self.body(["environment": #""staging""#]), "environment: "),
             (Self.body(["collapse_id": "\"\(String(repeating: "c", count: 65))\""]), "collapse_id: must be at most 64 bytes, got 65"),
+            (Self.body(["slots": "[1, 2]"]), "slots: must hold one slot per token (1), got 2"),
+            (Self.body(["slots": "[65536]"]), "slots[0]: must be 0–65535, got 65536"),
+            (Self.body(["slots": "[-1]"]), "slots[0]: must be 0–65535, got -1"),
+            (Self.body(["slots": "[9223372036854775807]"]), "slots[0]: must be 0–65535"),
+            (Self.body(["mark_set": #""""#]), "mark_set: must be 1–512 bytes, got 0"),
         ]
         for (body, expected) in cases {
             do {

@@ -10,19 +10,38 @@ import TestSupport
 /// test uses its own app id, and removes its keys.
 @Suite("push-send's Redis parts against real Redis", .timeLimit(.minutes(2)))
 struct SendRedisTests {
-    @Test func acceptedNotificationsAreRememberedPerRequestWithATTL() async throws {
+    @Test func marksAreBitsPerSlotInOneKeyPerMarkSetWithATTL() async throws {
         try await withSendRedis { redis, app in
             let ledger = DeliveryLedger(redis: redis, ttl: .seconds(120))
-            let tokens = (0..<2500).map { SendBatchReportTests.token($0) }
-            #expect(try await ledger.accepted(app: app, requestID: "r1", tokens: tokens).isEmpty)
-            try await ledger.markAccepted(app: app, requestID: "r1", tokens: Array(tokens[100..<1300]))
-            let accepted = try await ledger.accepted(app: app, requestID: "r1", tokens: tokens)
-            #expect(accepted == Set(tokens[100..<1300]), "across MGET chunks")
-            #expect(try await ledger.accepted(app: app, requestID: "r2", tokens: tokens).isEmpty, "another request is another notification")
-            let key = ledger.key(app: app, requestID: "r1", token: tokens[100])
-            #expect(key == "push:{\(app)}:sent:r1:\(tokens[100])")
+            let key = ledger.key(app: app, markSet: "r1/0")
+            #expect(key == "push:{\(app)}:marks:r1/0")
+            #expect(try await ledger.marks(key: key).isEmpty)
+            // Accepted marks for slots 100..<1300 (across BITFIELD chunks), claims for 5 and 7.
+            try await ledger.write((100..<1300).map { (key, DeliveryMarks.acceptedBit(slot: $0)) }, value: true)
+            try await ledger.write([(key, DeliveryMarks.claimedBit(slot: 5)), (key, DeliveryMarks.claimedBit(slot: 7))], value: true)
+            let marks = try await ledger.marks(key: key)
+            #expect((0..<1400).filter { marks.isAccepted(slot: $0) } == Array(100..<1300))
+            #expect((0..<1400).filter { marks.isClaimed(slot: $0) } == [5, 7])
+            try await ledger.write([(key, DeliveryMarks.claimedBit(slot: 5))], value: false)
+            let afterRelease = try await ledger.marks(key: key)
+            #expect((0..<1400).filter { afterRelease.isClaimed(slot: $0) } == [7])
+            #expect(afterRelease.isAccepted(slot: 100), "clearing a claim leaves the accepted marks")
+            #expect(try await ledger.marks(key: ledger.key(app: app, markSet: "r2/0")).isEmpty, "another mark set")
             let ttl = try await redis.execute("TTL", key).integer ?? -1
             #expect((100...120).contains(ttl), "TTL \(ttl)")
+        }
+    }
+
+    @Test func aBatchOfMarksCostsLessThan16BytesAToken() async throws {
+        try await withSendRedis { redis, app in
+            let ledger = DeliveryLedger(redis: redis, ttl: .seconds(120))
+            // What a broadcast leaves: 20 batches of 500 tokens, every one accepted.
+            let markSets = (0..<20).map { ledger.key(app: app, markSet: "broadcast-\(app)-with-a-realistic-request-id/\($0)") }
+            try await ledger.write(markSets.flatMap { key in (0..<500).map { (key, DeliveryMarks.acceptedBit(slot: $0)) } }, value: true)
+            var bytes: Int64 = 0
+            for key in markSets { bytes += try await redis.execute("MEMORY", "USAGE", key).integer ?? 1_000_000 }
+            let perToken = Double(bytes) / 10_000
+            #expect(perToken <= 1.0, "\(perToken) bytes a token (target ≤ 16)")
         }
     }
 

@@ -94,7 +94,7 @@ struct SendResilienceTests {
             let metrics = try await SandboxProcess.curl(
                 url: "http://127.0.0.1:\(adminPort)/metrics", method: "GET", headers: [], body: nil, arguments: [], directory: fixture.directory
             )
-            for name in ["push_send_delivered_total", "push_send_notifications_sent_total", "push_send_apns_latency_seconds_bucket", "push_send_open_connections", "push_send_in_flight", "push_send_batches_total"] {
+            for name in ["push_send_delivered_total", "push_send_notifications_sent_total", "push_send_apns_latency_seconds_bucket", "push_send_open_connections", "push_send_in_flight", "push_send_window_size", "push_send_batches_total"] {
                 #expect(metrics.body.contains(name), "\(name) in /metrics")
             }
             #expect(metrics.body.contains("push_send_duplicates_skipped_total"), "the restart skipped what the first run had delivered")

@@ -228,6 +228,7 @@ func withSendService(
     send: SendConfiguration = SendConfiguration(prefetch: 20, drainTimeout: .seconds(5)),
     sandboxArguments: (URL) throws -> [String] = { _ in [] },
     rateLimits: AppConfiguration.RateLimits = .init(perDevicePerHour: 1000, perAppPerSecond: 1_000_000),
+    delivery: AppConfiguration.Delivery = .init(),
     extraApps: (URL) throws -> [AppConfiguration] = { _ in [] },
     _ body: (SendServiceFixture) async throws -> Void
 ) async throws {
@@ -242,7 +243,8 @@ func withSendService(
     let main = AppConfiguration(
         bundleID: app,
         apns: .token(.init(keyFile: keyFile, keyID: "ABC123DEFG", teamID: "DEF123GHIJ")),
-        rateLimits: rateLimits
+        rateLimits: rateLimits,
+        delivery: delivery
     )
     let apps = try AppsFile(apps: [main] + extraApps(directory))
     let sandbox = try await SandboxProcess(arguments: try sandboxArguments(directory))

@@ -33,6 +33,65 @@ struct SendServiceTests {
             #expect(headers?["apns-topic"] as? String == fixture.app)
             #expect(headers?["apns-push-type"] as? String == "alert")
             #expect(headers?["apns-priority"] as? String == "10")
+            #expect(headers?["apns-collapse-id"] as? String == batch.requestID, "a twin would replace the first on the device")
+        }
+    }
+
+    @Test func anAppCanTurnDerivedCollapseIDsOffAndABatchsOwnIDWins() async throws {
+        try await withSendService("nocollapse", delivery: .init(collapseIDFromRequest: false)) { fixture in
+            let plain = fixture.batch(SendServiceFixture.tokens(1))
+            var named = fixture.batch(SendServiceFixture.tokens(1))
+            named.collapseID = "score-update"
+            try await fixture.run { _ in
+                try await fixture.publish([plain, named])
+                _ = try await fixture.events(untilDelivered: 2)
+            }
+            let headers = { (token: String) async throws -> [String: Any]? in
+                try #require(try await fixture.sandbox.admin("GET", "/deliveries?token=\(token)").json?["deliveries"] as? [[String: Any]]).first?["headers"] as? [String: Any]
+            }
+            #expect(try await headers(plain.tokens[0])?["apns-collapse-id"] == nil)
+            #expect(try await headers(named.tokens[0])?["apns-collapse-id"] as? String == "score-update")
+        }
+    }
+
+    @Test func atMostOnceReportsClaimedButUnansweredTokensAsUnknownInsteadOfSendingThem() async throws {
+        try await withSendService("atmostonce", delivery: .init(guarantee: .atMostOnce)) { fixture in
+            let tokens = SendServiceFixture.tokens(10)
+            let batch = fixture.batch(tokens)
+            let ledger = DeliveryLedger(redis: fixture.redis, ttl: .seconds(300))
+            let key = ledger.key(app: fixture.app, markSet: batch.batchID)
+            // What a kill -9 leaves: tokens 0 and 1 handed to APNs without an answer recorded, token 2
+            // accepted and marked.
+            try await ledger.write([(key, DeliveryMarks.claimedBit(slot: 0)), (key, DeliveryMarks.claimedBit(slot: 1)), (key, DeliveryMarks.claimedBit(slot: 2)), (key, DeliveryMarks.acceptedBit(slot: 2))], value: true)
+            try await fixture.run { _ in
+                try await fixture.publish(batch)
+                let events = try await fixture.events(2)
+                #expect(events.first { $0.routingKey == "delivered" }?.count == 8, "7 sent now, 1 before")
+                #expect(events.first { $0.routingKey == "failed.Unknown" }?.tokens == [tokens[0], tokens[1]])
+            }
+            #expect(Set(try await fixture.deliveriesByToken().keys) == Set(tokens[3...]), "neither the unknown nor the accepted ones went out")
+            let marks = try await ledger.marks(key: key)
+            #expect((0..<10).filter { marks.isClaimed(slot: $0) } == Array(0..<10), "each was claimed before it went out")
+            #expect((0..<10).filter { marks.isAccepted(slot: $0) } == Array(2..<10))
+            #expect(try await fixture.messages(in: fixture.names.send.name) == 0)
+        }
+    }
+
+    @Test func atMostOnceRetriesWhatAPNsRefusedAndReleasesItsClaims() async throws {
+        try await withSendService("atmostonce-retry", delivery: .init(guarantee: .atMostOnce)) { fixture in
+            try await fixture.setFault(#"{"status": 503, "rate": 1.0}"#)
+            let tokens = SendServiceFixture.tokens(6)
+            try await fixture.run { _ in
+                try await fixture.publish(fixture.batch(tokens))
+                try await eventuallyInSendTest("the first try is refused") {
+                    number((try await fixture.stats()["by_status"] as? [String: Any])?["503"]) == 6
+                }
+                _ = try await fixture.sandbox.admin("DELETE", "/faults")
+                // A refusal is a known answer: the retry sends them, it does not report them Unknown.
+                _ = try await fixture.events(untilDelivered: 6, timeout: .seconds(20))
+                #expect(try await fixture.deliveriesByToken().count == 6)
+                #expect(fixture.eventLog.take(upTo: 100).allSatisfy { $0.routingKey != "failed.Unknown" })
+            }
         }
     }
 

@@ -13,6 +13,9 @@
 /// - `attempt` counts earlier tries of these tokens (0 for a fresh batch); push-send raises it when it
 ///   republishes the tokens that need another try to a delayed-retry tier.
 /// - `expiration` is APNs' (seconds since 1970; 0 = try once; absent = APNs' default).
+/// - `mark_set` and `slots` (optional; push-send sets them on the batches it republishes) say where
+///   each token's delivery mark lives: bit `slots[i]` of the mark set `mark_set`. Absent, the mark set
+///   is the batch itself (`batch_id`) and token `i` has slot `i`, as for every batch push-render makes.
 public struct SendBatch: Codable, Sendable, Equatable {
     /// Format version; 1.
     public var version: Int
@@ -36,11 +39,15 @@ public struct SendBatch: Codable, Sendable, Equatable {
     public var attempt: Int
     /// When push-render made the batch (ms since 1970).
     public var createdAt: Int64
+    /// The batch whose delivery marks these tokens use (nil: this one).
+    public var markSet: String?
+    /// Each token's place in ``markSet`` (nil: its index in ``tokens``).
+    public var slots: [Int]?
 
     public init(
         requestID: String, batchID: String, app: String, environment: AppConfiguration.Environment, pushType: String,
         priority: Int, expiration: Int64? = nil, collapseID: String? = nil, payload: String, tokens: [String],
-        attempt: Int = 0, createdAt: Int64
+        attempt: Int = 0, createdAt: Int64, markSet: String? = nil, slots: [Int]? = nil
     ) {
         self.version = 1
         self.requestID = requestID
@@ -55,7 +62,15 @@ public struct SendBatch: Codable, Sendable, Equatable {
         self.tokens = tokens
         self.attempt = attempt
         self.createdAt = createdAt
+        self.markSet = markSet
+        self.slots = slots
     }
+
+    /// The mark set the tokens' delivery marks belong to.
+    public var effectiveMarkSet: String { markSet ?? batchID }
+
+    /// The mark slot of the token at `index`.
+    public func slot(at index: Int) -> Int { slots?[index] ?? index }
 
     enum CodingKeys: String, CodingKey {
         case version = "v"
@@ -71,6 +86,8 @@ public struct SendBatch: Codable, Sendable, Equatable {
         case tokens
         case attempt
         case createdAt = "created_at"
+        case markSet = "mark_set"
+        case slots
     }
 }
 
