@@ -2,6 +2,7 @@
 # A local RabbitMQ node on 127.0.0.1, one per name, for development and tests (no systemd needed).
 #
 #   scripts/rabbitmq.sh start|stop|restart|status [--name NAME] [--port PORT] [--tls-port PORT]
+#   scripts/rabbitmq.sh close-connections --matching TEXT [--name NAME] [--port PORT]
 #
 # Instance directory: ${PUSH_LOCAL_DIR:-<package root>/.local}/rabbitmq-NAME/
 #   mnesia/ (data), log/ (rabbit.log, console.log, epmd.log), rabbitmq.pid, launcher.pid, epmd.pid,
@@ -17,12 +18,14 @@
 # `start` is idempotent and returns once the node has booted (rabbitmqctl wait) and, with TLS, the
 # TLS port accepts connections; `stop` stops the node and its epmd by PID and waits until they have
 # exited; `restart` keeps the data and the TLS port (unless --tls-port gives another).
-# `status` exits 0 when running, 3 when stopped.
+# `status` exits 0 when running, 3 when stopped. `close-connections` has the broker close every client
+#   connection whose name (the client's connection_name) contains TEXT, as an operator's
+#   `rabbitmqctl close_connection` would (fault tests), and prints how many it closed.
 # Environment: PUSH_LOCAL_DIR, PUSH_RABBITMQ_START_TIMEOUT (s, default 60), PUSH_QUIET=1.
 set -euo pipefail
 
 usage() {
-    sed -n '2,22s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+    sed -n '2,25s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
 }
 
 # shellcheck source=scripts/lib.sh
@@ -30,15 +33,18 @@ usage() {
 
 # --tls-port is this script's own; lib.sh parses the rest.
 TLS_PORT=""
+MATCHING=""
 args=()
 while (($#)); do
     case $1 in
+        --matching) MATCHING=${2:?--matching needs a value}; shift 2 ;;
+        --matching=*) MATCHING=${1#*=}; shift ;;
         --tls-port) TLS_PORT=${2:?--tls-port needs a value}; shift 2 ;;
         --tls-port=*) TLS_PORT=${1#*=}; shift ;;
         *) args+=("$1"); shift ;;
     esac
 done
-parse_instance_args 5672 "${args[@]}"
+EXTRA_VERBS=close-connections parse_instance_args 5672 "${args[@]}"
 ((PORT <= 44525)) || die "--port $PORT is too high: the derived ports (PORT+21010) must stay below 65536"
 if [[ -n $TLS_PORT ]]; then
     if ! [[ $TLS_PORT =~ ^[0-9]+$ ]] || ((TLS_PORT < 1024 || TLS_PORT > 65535)); then
@@ -389,14 +395,35 @@ do_start() {
     fi
 }
 
+# close-connections: the broker closes the matching client connections (see the usage above).
+do_close_connections() {
+    [[ -n $MATCHING ]] || die "close-connections needs --matching TEXT"
+    local listing pids=() pid name port
+    port=$(saved_port)
+    node_env "${port:-$PORT}"
+    # client_properties holds {"connection_name","NAME"}.
+    listing=$(timeout 60 "$RMQ_BIN/rabbitmqctl" -q list_connections --no-table-headers pid client_properties </dev/null) ||
+        die "rabbitmqctl list_connections failed"
+    while IFS=$'\t' read -r pid name; do
+        [[ $pid == "<"* && $name =~ \{\"connection_name\",\"([^\"]*)\"\} && ${BASH_REMATCH[1]} == *"$MATCHING"* ]] && pids+=("$pid")
+    done <<<"$listing"
+    for pid in "${pids[@]}"; do
+        timeout 60 "$RMQ_BIN/rabbitmqctl" -q close_connection "$pid" "closed by scripts/rabbitmq.sh close-connections" </dev/null >/dev/null ||
+            die "rabbitmqctl close_connection $pid failed"
+    done
+    say "${#pids[@]}"
+}
+
 if [[ ! -d $DIR ]]; then
     case $VERB in
+        close-connections) die "not running" ;;
         status) say "$LABEL: stopped"; exit 3 ;;
         stop) info "not running"; exit 0 ;;
     esac
 fi
-[[ $VERB == status ]] || lock_instance "$DIR"
+[[ $VERB == status || $VERB == close-connections ]] || lock_instance "$DIR"
 case $VERB in
+    close-connections) do_close_connections ;;
     start) do_start ;;
     stop) do_stop ;;
     restart)

@@ -1,3 +1,5 @@
+import Synchronization
+
 /// Deliveries from one queue; iterate it with `for try await delivery in consumer`.
 public struct AMQPConsumer: AsyncSequence, Sendable {
     public typealias Element = AMQPDelivery
@@ -33,6 +35,11 @@ public struct AMQPDelivery: Sendable {
     /// (the broker already requeued it), so such calls are ignored.
     let generation: UInt64
     let core: ConnectionCore
+
+    /// Whether the session this delivery came on is still up, so settling it still means something.
+    /// False once that connection was lost: the broker has requeued the message and delivers it
+    /// again, and whatever the holder would still do for it duplicates what the redelivery does.
+    public var isSettleable: Bool { core.liveGeneration.load(ordering: .acquiring) == generation }
 
     /// Acknowledges this delivery (and, with `multiple`, every earlier one on its channel).
     public func ack(multiple: Bool = false) {

@@ -98,11 +98,17 @@ final class ConnectionCore: Sendable {
         }
     }
 
-    func setConnected() {
+    /// The generation of the session up now (0: none). Deliveries of another generation can no
+    /// longer be settled: the broker requeued them when their session ended.
+    let liveGeneration = Atomic<UInt64>(0)
+
+    func setConnected(generation: UInt64) {
         state.withLock { $0.connected = true }
+        liveGeneration.store(generation, ordering: .releasing)
     }
 
     func setDisconnected(_ error: AMQPError) {
+        liveGeneration.store(0, ordering: .releasing)
         state.withLock {
             $0.connected = false
             $0.lastError = error

@@ -98,7 +98,7 @@ final class ConnectionWorker: @unchecked Sendable {
         for consumer in consumers.values.sorted(by: { $0.spec.id < $1.spec.id }) {
             try start(consumer, on: session)
         }
-        core.setConnected()
+        core.setConnected(generation: generation)
         logger.info("connected to the broker", metadata: ["amqp.consumers": "\(consumers.count)"])
     }
 

@@ -25,6 +25,7 @@ public struct SendBatchProcessor: Sendable {
     let ledger: DeliveryLedger
     let marker: AcceptanceMarker
     let window: SendWindow
+    let markSetLocks = MarkSetLocks()
     let rateLimits: SendRateLimits?
     let pauses: AppPauses
     let queues: PushQueues
@@ -93,6 +94,15 @@ public struct SendBatchProcessor: Sendable {
         logger[metadataKey: "push.app"] = "\(app.bundleID)"
         logger[metadataKey: "push.request_id"] = "\(batch.requestID)"
         logger[metadataKey: "push.batch_id"] = "\(batch.batchID)"
+        let markKey = ledger.key(app: app.bundleID, markSet: batch.effectiveMarkSet)
+        await markSetLocks.lock(markKey)
+        await process(delivery, decoded, app: app, markKey: markKey, logger: logger)
+        markSetLocks.unlock(markKey)
+    }
+
+    /// The rest of ``process(_:)``, for one copy of a mark set at a time (``MarkSetLocks``).
+    private func process(_ delivery: AMQPDelivery, _ decoded: DecodedSendBatch, app: AppConfiguration, markKey: String, logger: Logger) async {
+        let batch = decoded.batch
 
         let deferrals = Int(delivery.properties.headers[SendBatchPlan.deferralsHeader]?.intValue ?? 0)
         var report = SendBatchReport(batch: batch, deferrals: deferrals)
@@ -105,7 +115,15 @@ public struct SendBatchProcessor: Sendable {
             report.recordAll(.dropped(reason: "Expired"))
         } else {
             metrics.setPaused(app: app.bundleID, false)
-            await send(decoded, app: app, into: &report, logger: logger)
+            await send(decoded, delivery: delivery, app: app, markKey: markKey, into: &report, logger: logger)
+        }
+        if !delivery.isSettleable {
+            // The broker connection dropped: the broker delivers this batch again, and that copy
+            // (waiting in MarkSetLocks) reads the marks this one wrote and does the rest. Publishing
+            // this copy's retries or events as well would only repeat them.
+            logger.info("broker connection lost while the batch was in flight; its redelivery takes over")
+            metrics.batch("superseded")
+            return
         }
 
         let plan = report.plan(policy: policy, now: now(), credentialPause: configuration.credentialPause)
@@ -150,10 +168,11 @@ public struct SendBatchProcessor: Sendable {
     // MARK: Sending
 
     /// Records an outcome for every token of the batch that reaches this point.
-    private func send(_ decoded: DecodedSendBatch, app: AppConfiguration, into report: inout SendBatchReport, logger: Logger) async {
+    private func send(
+        _ decoded: DecodedSendBatch, delivery: AMQPDelivery, app: AppConfiguration, markKey: String, into report: inout SendBatchReport, logger: Logger
+    ) async {
         let batch = decoded.batch
         let atMostOnce = app.delivery.guarantee == .atMostOnce
-        let markKey = ledger.key(app: app.bundleID, markSet: batch.effectiveMarkSet)
         // Indices into batch.tokens still to send.
         var pending = Array(batch.tokens.indices)
 
@@ -235,7 +254,7 @@ public struct SendBatchProcessor: Sendable {
 
         let collapseID = batch.collapseID ?? (app.delivery.collapseIDFromRequest ? CollapseID.derived(fromRequestID: batch.requestID) : nil)
         let outcomes = await sendAll(
-            decoded, indices: pending, client: client, markKey: markKey, collapseID: collapseID, atMostOnce: atMostOnce
+            decoded, delivery: delivery, indices: pending, client: client, markKey: markKey, collapseID: collapseID, atMostOnce: atMostOnce
         )
         // Every `delivered` here already has its dedupe mark in Redis (see sendAll).
         for (index, outcome) in zip(pending, outcomes) {
@@ -249,7 +268,8 @@ public struct SendBatchProcessor: Sendable {
     /// at-most-once app each notification's claim is written before it goes out, and an answer that
     /// never came (connection lost, timeout) is `failed.Unknown` rather than another try.
     private func sendAll(
-        _ decoded: DecodedSendBatch, indices: [Int], client: any NotificationSending, markKey: String, collapseID: String?, atMostOnce: Bool
+        _ decoded: DecodedSendBatch, delivery: AMQPDelivery, indices: [Int], client: any NotificationSending, markKey: String,
+        collapseID: String?, atMostOnce: Bool
     ) async -> [TokenOutcome?] {
         let collector = AnswerCollector(count: indices.count)
         let timeout = configuration.requestTimeout
@@ -270,6 +290,13 @@ public struct SendBatchProcessor: Sendable {
                         guard !collector.isAbandoned else {
                             window.release(holding: nil)
                             metrics.inFlight(-1)
+                            return
+                        }
+                        // The broker connection dropped: the redelivered copy sends what this one has not.
+                        guard delivery.isSettleable else {
+                            window.release(holding: nil)
+                            metrics.inFlight(-1)
+                            collector.record(position, .unfinished)
                             return
                         }
                         let slot = batch.slot(at: index)

@@ -12,6 +12,12 @@ public enum TestServers {
         ProcessInfo.processInfo.environment["PUSH_TEST_AMQP_URL"] ?? "amqp://guest:guest@127.0.0.1:35672/%2f"
     }
 
+    /// The shared RabbitMQ as a ``LocalServer`` (`scripts/rabbitmq.sh --name test`), for
+    /// ``LocalServer/closeConnections(matching:)``. Never restart it: other suites use it.
+    public static var sharedBroker: LocalServer {
+        LocalServer(.rabbitmq, name: "test", port: URLComponents(string: amqpURL)?.port ?? 35672)
+    }
+
     /// The shared RabbitMQ's TLS listener, trusting its CA: `PUSH_TEST_AMQPS_URL`, default
     /// `amqps://guest:guest@localhost:35671/%2f?cacertfile=<tlsDirectory>/ca.pem`. The host is
     /// `localhost` because the server certificate names no IP address.
@@ -84,13 +90,26 @@ public struct LocalServer: Sendable {
     /// Runs `scripts/<kind>.sh VERB --name N --port P` as a ``ChildProcess`` (not Foundation's
     /// `Process`, which hangs on the daemonised server) and waits for it on a thread of its own, so
     /// Swift concurrency's few threads stay free for the test's other tasks.
-    private func script(_ verb: String) async throws {
+    @discardableResult
+    private func script(_ verb: String, _ extra: [String] = []) async throws -> String {
         let path = TestServers.packageRoot.appendingPathComponent("scripts/\(kind.rawValue).sh").path
-        let child = try ChildProcess(["/bin/bash", path, verb, "--name", name, "--port", String(port)])
+        let arguments = [verb, "--name", name, "--port", String(port)] + extra
+        let child = try ChildProcess(["/bin/bash", path] + arguments)
         let status = await child.waitForExit()
         guard status == 0 else {
-            throw LocalServerError(command: "\(path) \(verb) --name \(name) --port \(port)", status: status, output: child.output)
+            throw LocalServerError(command: "\(path) \(arguments.joined(separator: " "))", status: status, output: child.output)
         }
+        return child.output
+    }
+
+    /// RabbitMQ: the broker closes every client connection whose name contains `text`, as an
+    /// operator's `rabbitmqctl close_connection` would; returns how many it closed.
+    public func closeConnections(matching text: String) async throws -> Int {
+        let output = try await script("close-connections", ["--matching", text])
+        guard let count = output.split(whereSeparator: \.isNewline).last.flatMap({ Int($0.trimmingCharacters(in: .whitespaces)) }) else {
+            throw LocalServerError(command: "close-connections --matching \(text)", status: 0, output: output)
+        }
+        return count
     }
 }
 
