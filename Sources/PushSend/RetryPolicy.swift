@@ -16,6 +16,10 @@
 public struct RetryPolicy: Sendable, Hashable {
     /// The tier delays, shortest first (``PushCore/WorkQueue/retryTiers``).
     public let tiers: [Duration]
+    /// The largest attempt or deferral count a message may carry (``SendBatchDecoding`` refuses a
+    /// larger `attempt`, the deferrals header is clamped to it).
+    public static let maximumCount = 1_000_000
+
     /// Tries of one notification, the first included (at least 1).
     public let maxAttempts: Int
     /// Deferrals of one notification (at least 1).
@@ -43,7 +47,8 @@ public struct RetryPolicy: Sendable, Hashable {
     ///   - expiration: The batch's `expiration` (seconds since 1970; 0 = try once).
     ///   - now: Milliseconds since 1970.
     public func afterRetryableFailure(attempt: Int, expiration: Int64?, now: Int64) -> Decision {
-        if attempt + 1 >= maxAttempts {
+        // Written so that no attempt count from a message can overflow.
+        if attempt >= maxAttempts - 1 {
             return .exhausted
         }
         let tier = Swift.min(Swift.max(0, attempt), tiers.count - 1)
@@ -53,7 +58,7 @@ public struct RetryPolicy: Sendable, Hashable {
     /// When a notification must wait `retryAfter` (rate limit, paused app) and was deferred
     /// `deferrals` times before.
     public func deferral(retryAfter: Duration, deferrals: Int, expiration: Int64?, now: Int64) -> Decision {
-        if deferrals + 1 > maxDeferrals {
+        if deferrals >= maxDeferrals {
             return .exhausted
         }
         let tier = tiers.firstIndex { $0 >= retryAfter } ?? tiers.count - 1
@@ -65,7 +70,7 @@ public struct RetryPolicy: Sendable, Hashable {
         guard let expiration else {
             return .republish(tier: tier)
         }
-        if expiration == 0 || now + Self.milliseconds(tiers[tier]) > expiration * 1000 {
+        if expiration == 0 || now + Self.milliseconds(tiers[tier]) > Self.expirationMilliseconds(expiration) {
             return .expired
         }
         return .republish(tier: tier)
@@ -75,7 +80,14 @@ public struct RetryPolicy: Sendable, Hashable {
     /// never expired before the first try.
     public static func isExpired(expiration: Int64?, now: Int64) -> Bool {
         guard let expiration, expiration > 0 else { return false }
-        return now > expiration * 1000
+        return now > expirationMilliseconds(expiration)
+    }
+
+    /// `expiration` (seconds) in ms, saturating: a value past year 292,278,994 is "never" rather
+    /// than an overflow that would stop the process.
+    static func expirationMilliseconds(_ expiration: Int64) -> Int64 {
+        let (milliseconds, overflow) = expiration.multipliedReportingOverflow(by: 1000)
+        return overflow ? (expiration < 0 ? .min : .max) : milliseconds
     }
 
     static func milliseconds(_ duration: Duration) -> Int64 {

@@ -72,7 +72,9 @@ public struct DecodedSendBatch: Sendable {
                 throw SendBatchError(field: "slots[\(index)]", "must be 0–\(Self.slotLimit - 1), got \(slots[index])")
             }
         }
-        guard batch.attempt >= 0 else { throw SendBatchError(field: "attempt", "must not be negative, got \(batch.attempt)") }
+        guard (0...RetryPolicy.maximumCount).contains(batch.attempt) else {
+            throw SendBatchError(field: "attempt", "must be 0–\(RetryPolicy.maximumCount), got \(batch.attempt)")
+        }
         if let expiration = batch.expiration, expiration < 0 {
             throw SendBatchError(field: "expiration", "must be 0 or seconds since 1970, got \(expiration)")
         }

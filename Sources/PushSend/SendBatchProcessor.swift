@@ -104,7 +104,8 @@ public struct SendBatchProcessor: Sendable {
     private func process(_ delivery: AMQPDelivery, _ decoded: DecodedSendBatch, app: AppConfiguration, markKey: String, logger: Logger) async {
         let batch = decoded.batch
 
-        let deferrals = Int(delivery.properties.headers[SendBatchPlan.deferralsHeader]?.intValue ?? 0)
+        // A header anyone could have set: clamped, so no value can overflow the arithmetic after it.
+        let deferrals = Int(Swift.min(Swift.max(delivery.properties.headers[SendBatchPlan.deferralsHeader]?.intValue ?? 0, 0), Int64(RetryPolicy.maximumCount)))
         var report = SendBatchReport(batch: batch, deferrals: deferrals)
         let started = now()
         var settlement = "acked"

@@ -43,4 +43,17 @@ import Testing
         #expect(!RetryPolicy.isExpired(expiration: 0, now: now))
         #expect(!RetryPolicy.isExpired(expiration: nil, now: now))
     }
+
+    @Test func noNumberFromAMessageOverflows() {
+        // A huge expiration is "never"; these used to trap (expiration × 1000) and crash-loop push-send.
+        #expect(!RetryPolicy.isExpired(expiration: .max, now: now))
+        #expect(RetryPolicy.isExpired(expiration: .min, now: now) == false, "negative: refused by decoding; never a crash here")
+        #expect(policy.afterRetryableFailure(attempt: 0, expiration: .max, now: now) == .republish(tier: 0))
+        #expect(policy.deferral(retryAfter: .seconds(1), deferrals: 0, expiration: .max, now: now) == .republish(tier: 0))
+        #expect(policy.afterRetryableFailure(attempt: .max, expiration: nil, now: now) == .exhausted)
+        #expect(policy.deferral(retryAfter: .seconds(1), deferrals: .max, expiration: nil, now: now) == .exhausted)
+        var report = SendBatchReport(batch: SendBatchReportTests.batch(tokens: 1, expiration: .max), deferrals: RetryPolicy.maximumCount)
+        report.record(SendBatchReportTests.token(0), .deferred(reason: "RateLimited", retryAfter: .seconds(1)))
+        #expect(report.plan(policy: policy, now: now, credentialPause: .seconds(1)).failures.keys.sorted() == ["RateLimited"], "dead-lettered, not crashed")
+    }
 }

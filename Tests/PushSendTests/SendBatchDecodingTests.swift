@@ -69,6 +69,8 @@ import Testing
             (Self.body(["v": "2"]), "v: must be 1, got 2"),
             (Self.body(["payload": #""""#]), "payload: must not be empty"),
             (Self.body(["attempt": #""x""#]), "attempt: has the wrong type"),
+            (Self.body(["attempt": "-1"]), "attempt: must be 0–1000000, got -1"),
+            (Self.body(["attempt": "9223372036854775807"]), "attempt: must be 0–1000000, got 9223372036854775807"),
             (Self.body(["environment": #""staging""#]), "environment: "),
             (Self.body(["collapse_id": "\"\(String(repeating: "c", count: 65))\""]), "collapse_id: must be at most 64 bytes, got 65"),
             (Self.body(["slots": "[1, 2]"]), "slots: must hold one slot per token (1), got 2"),
