@@ -9,6 +9,8 @@ import UnixSignals
 /// - After `shutdownTimeout` the group cancels whatever still runs.
 /// - A service that stops on its own, or fails, shuts the others down gracefully; the group then
 ///   ends (throwing the failure).
+/// - An ``IdleMemoryTrimmer`` runs beside them, so memory a burst of work left behind goes back to
+///   the system when the process goes idle.
 ///
 /// - Parameters:
 ///   - services: The service's long-running parts (consumers, servers, connections).
@@ -23,7 +25,7 @@ public func makeServiceGroup(
     gracefulShutdownSignals: [UnixSignal] = [.sigterm, .sigint],
     logger: Logger
 ) -> ServiceGroup {
-    let all: [any Service] = (adminServer.map { [$0] } ?? []) + services
+    let all: [any Service] = (adminServer.map { [$0] } ?? []) + services + [IdleMemoryTrimmer()]
     var configuration = ServiceGroupConfiguration(
         services: all.map {
             ServiceGroupConfiguration.ServiceConfiguration(
