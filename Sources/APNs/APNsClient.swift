@@ -105,6 +105,36 @@ public final class APNsClient: Sendable {
         }
     }
 
+    /// Sends one notification and calls `completion` with APNs' answer, or the error that says why
+    /// there is none (the same as ``send(_:timeout:)``), exactly once.
+    ///
+    /// For senders that keep thousands of notifications in flight: no task and no continuation per
+    /// notification. `completion` runs on one of the client's connection threads (or the caller's,
+    /// when the request fails before it is queued): keep it short and never block in it.
+    public func send(
+        _ notification: APNsNotification, timeout: Duration? = nil, completion: @escaping @Sendable (Result<APNsResponse, APNsClientError>) -> Void
+    ) {
+        do {
+            try notification.validate()
+        } catch {
+            completion(.failure(APNsClientError(.invalidRequest, error.description)))
+            return
+        }
+        let request = PendingRequest(
+            notification: notification,
+            deadline: monotonicNanoseconds() + (timeout ?? configuration.requestTimeout).nanoseconds,
+            waiter: .callback(completion)
+        )
+        switch shared.queue.enqueue(request) {
+        case .queued:
+            shared.wakeups.wakeOne()
+        case .full:
+            request.complete(.failure(APNsClientError(.overloaded, "\(shared.queue.capacity) notifications are already waiting")))
+        case .closed:
+            request.complete(.failure(APNsClientError(.shutdown, "the client is shut down")))
+        }
+    }
+
     /// Fails queued requests with `shutdown`, lets in-flight ones finish (at most the request
     /// timeout, capped at 10 s; then they fail with `connectionLost`), closes the connections and
     /// returns once their threads have exited.

@@ -11,8 +11,26 @@ final class PendingRequest: Sendable {
     let createdAt = monotonicNanoseconds()
     private let state: Mutex<State>
 
+    /// Whoever waits for the result: an async caller, or a callback (``APNsClient/send(_:timeout:completion:)``).
+    enum Waiter: Sendable {
+        case continuation(CheckedContinuation<APNsResponse, any Error>)
+        case callback(@Sendable (Result<APNsResponse, APNsClientError>) -> Void)
+
+        func deliver(_ result: Result<APNsResponse, APNsClientError>) {
+            switch self {
+            case .continuation(let continuation):
+                switch result {
+                case .success(let response): continuation.resume(returning: response)
+                case .failure(let error): continuation.resume(throwing: error)
+                }
+            case .callback(let callback):
+                callback(result)
+            }
+        }
+    }
+
     private struct State {
-        var continuation: CheckedContinuation<APNsResponse, any Error>?
+        var waiter: Waiter?
         var completed = false
         /// Times the request went back to the queue unprocessed (GOAWAY, REFUSED_STREAM, a drop).
         var requeues = 0
@@ -23,17 +41,17 @@ final class PendingRequest: Sendable {
     /// Past this many unprocessed requeues the request fails instead of circling forever.
     static let maximumRequeues = 10
 
-    init(notification: APNsNotification, deadline: UInt64) {
+    init(notification: APNsNotification, deadline: UInt64, waiter: Waiter? = nil) {
         self.notification = notification
         self.deadline = deadline
-        state = Mutex(State())
+        state = Mutex(State(waiter: waiter))
     }
 
     /// Attaches the caller; a request completed before (shutdown raced the caller) resumes it at once.
     func attach(_ continuation: CheckedContinuation<APNsResponse, any Error>, ifCompleted failure: APNsClientError) {
         let resumeNow = state.withLock { state -> Bool in
             if state.completed { return true }
-            state.continuation = continuation
+            state.waiter = .continuation(continuation)
             return false
         }
         if resumeNow { continuation.resume(throwing: failure) }
@@ -43,16 +61,13 @@ final class PendingRequest: Sendable {
 
     /// Completes the request; later calls do nothing.
     func complete(_ result: Result<APNsResponse, APNsClientError>) {
-        let continuation = state.withLock { state -> CheckedContinuation<APNsResponse, any Error>? in
+        let waiter = state.withLock { state -> Waiter? in
             guard !state.completed else { return nil }
             state.completed = true
-            defer { state.continuation = nil }
-            return state.continuation
+            defer { state.waiter = nil }
+            return state.waiter
         }
-        switch result {
-        case .success(let response): continuation?.resume(returning: response)
-        case .failure(let error): continuation?.resume(throwing: error)
-        }
+        waiter?.deliver(result)
     }
 
     /// Counts an unprocessed requeue; false once the bound is reached.

@@ -7,7 +7,8 @@ import Synchronization
 ///
 /// Every answer is queued with ``mark(_:)``; one flusher at a time sends everything queued as one
 /// pipeline and loops until the queue is empty, so marks coalesce under load and go out at once when
-/// idle. ``waitUntilWritten(through:)`` lets a batch wait for its marks before it is acked. A failed
+/// idle. ``whenWritten(through:_:)`` and ``waitUntilWritten(through:)`` let a notification settle
+/// (and so its batch be acked) only after its mark is written. A failed
 /// write is logged and dropped: the marks only bound duplicates, they never gate delivery.
 final class AcceptanceMarker: Sendable {
     private struct State {
@@ -16,7 +17,7 @@ final class AcceptanceMarker: Sendable {
         /// Sequence number of the last queued mark, and of the last one written (or dropped).
         var queued: UInt64 = 0
         var written: UInt64 = 0
-        var waiters: [(through: UInt64, continuation: CheckedContinuation<Void, Never>)] = []
+        var waiters: [(through: UInt64, action: @Sendable () -> Void)] = []
     }
 
     private let ledger: DeliveryLedger
@@ -48,13 +49,19 @@ final class AcceptanceMarker: Sendable {
     /// Returns once every mark up to `sequence` is written (or its write failed).
     func waitUntilWritten(through sequence: UInt64) async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let done = state.withLock { state -> Bool in
-                if state.written >= sequence { return true }
-                state.waiters.append((sequence, continuation))
-                return false
-            }
-            if done { continuation.resume() }
+            whenWritten(through: sequence) { continuation.resume() }
         }
+    }
+
+    /// Runs `action` once every mark up to `sequence` is written (or its write failed): at once if
+    /// they are, else on the flusher's task after the pipeline that writes them.
+    func whenWritten(through sequence: UInt64, _ action: @escaping @Sendable () -> Void) {
+        let done = state.withLock { state -> Bool in
+            if state.written >= sequence { return true }
+            state.waiters.append((sequence, action))
+            return false
+        }
+        if done { action() }
     }
 
     private func flush() async {
@@ -73,13 +80,13 @@ final class AcceptanceMarker: Sendable {
                     metadata: ["push.error": "\(error)", "push.marks": "\(marks.count)"]
                 )
             }
-            let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            let ready = state.withLock { state -> [@Sendable () -> Void] in
                 state.written = through
-                let ready = state.waiters.filter { $0.through <= through }.map(\.continuation)
+                let ready = state.waiters.filter { $0.through <= through }.map(\.action)
                 state.waiters.removeAll { $0.through <= through }
                 return ready
             }
-            for continuation in ready { continuation.resume() }
+            for action in ready { action() }
         }
     }
 }

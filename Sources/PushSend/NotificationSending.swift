@@ -8,6 +8,8 @@ public protocol NotificationSending: Sendable {
     /// APNs' answer whatever its status; throws only when there is none (transport, shutdown, bad
     /// request or credentials).
     func send(_ notification: APNsNotification, timeout: Duration?) async throws(APNsClientError) -> APNsResponse
+    /// The same, answering through `completion` (exactly once, on a client thread: keep it short).
+    func send(_ notification: APNsNotification, timeout: Duration?, completion: @escaping @Sendable (Result<APNsResponse, APNsClientError>) -> Void)
     /// Fails queued requests with `.shutdown`, lets in-flight ones finish (bounded), closes connections.
     func shutdown() async
     /// Connections open now.

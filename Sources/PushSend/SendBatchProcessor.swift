@@ -263,11 +263,14 @@ public struct SendBatchProcessor: Sendable {
         }
     }
 
-    /// Sends every token at once, within the process-wide ``SendWindow``, and waits for the answers (or
-    /// for cancellation; see ``AnswerCollector``). A 200 counts as answered once its dedupe mark is
+    /// Sends every token, as fast as the process-wide ``SendWindow`` lets it, and waits for the answers
+    /// (or for cancellation; see ``AnswerCollector``). A 200 counts as answered once its dedupe mark is
     /// written (``AcceptanceMarker``), so the batch is acked only after its marks are in Redis. For an
     /// at-most-once app each notification's claim is written before it goes out, and an answer that
     /// never came (connection lost, timeout) is `failed.Unknown` rather than another try.
+    ///
+    /// One task per batch takes window places a chunk at a time and hands each notification to the
+    /// client with a completion callback: no task or continuation per notification.
     private func sendAll(
         _ decoded: DecodedSendBatch, delivery: AMQPDelivery, indices: [Int], client: any NotificationSending, markKey: String,
         collapseID: String?, atMostOnce: Bool
@@ -282,57 +285,68 @@ public struct SendBatchProcessor: Sendable {
         // Unstructured on purpose: requests the batch stops waiting for (shutdown) still finish,
         // bounded by the client, and what APNs accepts after that is still marked.
         Task {
-            await withTaskGroup(of: Void.self) { group in
-                for (position, index) in indices.enumerated() {
-                    group.addTask {
-                        await window.acquire()
-                        // A batch that stopped waiting (shutdown) has gone back to the queue: what it
-                        // has not sent yet stays unsent.
-                        guard !collector.isAbandoned else {
-                            window.release(holding: nil)
+            var next = 0
+            while next < indices.count {
+                let granted = await window.acquire(upTo: indices.count - next)
+                let chunk = next..<(next + granted)
+                next += granted
+                // A batch that stopped waiting (shutdown) has gone back to the queue, and one whose
+                // broker connection dropped will be delivered again: what it has not sent stays unsent.
+                let abandoned = collector.isAbandoned
+                if abandoned || !delivery.isSettleable {
+                    for _ in chunk { window.release(holding: nil) }
+                    for position in chunk.lowerBound..<indices.count {
+                        metrics.inFlight(-1)
+                        if !abandoned { collector.record(position, .unfinished) }
+                    }
+                    return
+                }
+                if atMostOnce {
+                    var last: UInt64 = 0
+                    for position in chunk { last = marker.mark(key: markKey, bit: DeliveryMarks.claimedBit(slot: batch.slot(at: indices[position]))) }
+                    await marker.waitUntilWritten(through: last)
+                }
+                for position in chunk {
+                    let slot = batch.slot(at: indices[position])
+                    let started = ContinuousClock.now
+                    client.send(decoded.notification(token: batch.tokens[indices[position]], collapseID: collapseID), timeout: timeout) { result in
+                        let outcome = Self.outcome(of: result, atMostOnce: atMostOnce)
+                        let answeredAt: ContinuousClock.Instant?
+                        if case .success = result {
+                            answeredAt = .now
+                            metrics.latency.recordNanoseconds(Self.nanoseconds(answeredAt! - started))
+                        } else {
+                            answeredAt = nil
+                        }
+                        let settle: @Sendable () -> Void = {
+                            // Only answered sends say how long a round trip takes (a refused connect takes none).
+                            window.release(holding: answeredAt.map { _ in ContinuousClock.now - started })
+                            if outcome != .unfinished { metrics.sent.increment() }
                             metrics.inFlight(-1)
-                            return
-                        }
-                        // The broker connection dropped: the redelivered copy sends what this one has not.
-                        guard delivery.isSettleable else {
-                            window.release(holding: nil)
-                            metrics.inFlight(-1)
-                            collector.record(position, .unfinished)
-                            return
-                        }
-                        let slot = batch.slot(at: index)
-                        if atMostOnce {
-                            await marker.waitUntilWritten(through: marker.mark(key: markKey, bit: DeliveryMarks.claimedBit(slot: slot)))
-                        }
-                        let notification = decoded.notification(token: batch.tokens[index], collapseID: collapseID)
-                        let started = ContinuousClock.now
-                        var answered = false
-                        var outcome: TokenOutcome
-                        do throws(APNsClientError) {
-                            let response = try await client.send(notification, timeout: timeout)
-                            metrics.latency.recordNanoseconds(Self.nanoseconds(ContinuousClock.now - started))
-                            answered = true
-                            outcome = TokenOutcome(response: response)
-                        } catch {
-                            outcome = TokenOutcome(error: error)
-                            if atMostOnce, TokenOutcome.mayHaveBeenAccepted(error) {
-                                outcome = .dropped(reason: Self.unknownReason)
-                            }
+                            collector.record(position, outcome)
                         }
                         if outcome == .delivered {
                             // The place in the window is freed once the dedupe mark is in Redis.
-                            await marker.waitUntilWritten(through: marker.mark(key: markKey, bit: DeliveryMarks.acceptedBit(slot: slot)))
+                            marker.whenWritten(through: marker.mark(key: markKey, bit: DeliveryMarks.acceptedBit(slot: slot)), settle)
+                        } else {
+                            settle()
                         }
-                        // Only answered sends say how long a round trip takes (a refused connect takes none).
-                        window.release(holding: answered ? ContinuousClock.now - started : nil)
-                        if outcome != .unfinished { metrics.sent.increment() }
-                        metrics.inFlight(-1)
-                        collector.record(position, outcome)
                     }
                 }
             }
         }
         return await collector.wait()
+    }
+
+    /// What a send's result means for the token; at most once turns "maybe accepted" into `Unknown`.
+    static func outcome(of result: Result<APNsResponse, APNsClientError>, atMostOnce: Bool) -> TokenOutcome {
+        switch result {
+        case .success(let response):
+            return TokenOutcome(response: response)
+        case .failure(let error):
+            if atMostOnce, TokenOutcome.mayHaveBeenAccepted(error) { return .dropped(reason: unknownReason) }
+            return TokenOutcome(error: error)
+        }
     }
 
     /// Clears the claims of an at-most-once batch's tokens that go to a retry tier: APNs answered

@@ -9,7 +9,7 @@ public import PushServiceKit
 /// |---|---|---|---|
 /// | `PUSH_SEND_PREFETCH` | ``prefetch`` | `40` | send batches in flight at once (1–1000); × batch size = notifications in flight |
 /// | `PUSH_SEND_MAX_IN_FLIGHT` | ``maxInFlight`` | `10000` | ceiling of the in-flight window: notifications sent to APNs and not yet settled (answer classified, dedupe mark written) (1–100000) |
-/// | `PUSH_SEND_MIN_IN_FLIGHT` | ``minInFlight`` | `256` | floor of the window, which is sized from rate × APNs round trip between the two; a `kill -9` repeats at most the window's size at that moment (1–100000, at most the ceiling) |
+/// | `PUSH_SEND_MIN_IN_FLIGHT` | ``minInFlight`` | `1000` | floor of the window, which is sized from rate × APNs round trip between the two; a `kill -9` repeats at most the window's size at that moment (1–100000, at most the ceiling) |
 /// | `PUSH_SEND_MAX_ATTEMPTS` | ``maxAttempts`` | `8` | tries of one notification that keeps meeting 429/500/503/connection loss (1–100) |
 /// | `PUSH_SEND_MAX_DEFERRALS` | ``maxDeferrals`` | `100` | times one notification may be deferred by rate limits or a paused app before it is dead-lettered (1–10000) |
 /// | `PUSH_SEND_CONNECTIONS` | ``connections`` | the ceiling ÷ 1000, rounded up | HTTP/2 connections per app and environment, at most (1–64); one opens only when the open ones carry all the streams APNs allows (1,000 each) |
@@ -38,7 +38,7 @@ public struct SendConfiguration: Sendable, Hashable {
     public init(
         prefetch: Int = 40,
         maxInFlight: Int = 10_000,
-        minInFlight: Int = 256,
+        minInFlight: Int = 1000,
         maxAttempts: Int = 8,
         maxDeferrals: Int = 100,
         connections: Int? = nil,
@@ -107,7 +107,7 @@ public struct SendConfiguration: Sendable, Hashable {
         push-send:
           PUSH_SEND_PREFETCH            send batches in flight at once (default 40)
           PUSH_SEND_MAX_IN_FLIGHT       ceiling of the in-flight window (sent, not yet settled) (default 10000)
-          PUSH_SEND_MIN_IN_FLIGHT       floor of the window, sized from rate x round trip; a kill -9 repeats at most its size (default 256)
+          PUSH_SEND_MIN_IN_FLIGHT       floor of the window, sized from rate x round trip; a kill -9 repeats at most its size (default 1000)
           PUSH_SEND_MAX_ATTEMPTS        tries of a notification that meets 429/500/503/connection loss (default 8)
           PUSH_SEND_MAX_DEFERRALS       rate-limit or paused-app deferrals before dead-lettering (default 100)
           PUSH_SEND_CONNECTIONS         HTTP/2 connections per app and environment, at most; opened as streams fill (default ceiling/1000)

@@ -55,6 +55,20 @@ final class SendWindow: Sendable {
         }
     }
 
+    /// Waits for a free place, then takes as many more as are free right now (none while others
+    /// wait), `limit` in all at most; returns how many it took (at least 1).
+    func acquire(upTo limit: Int) async -> Int {
+        await acquire()
+        guard limit > 1 else { return 1 }
+        let extra = state.withLock { state -> Int in
+            guard state.head == state.waiters.count else { return 0 }
+            let taken = Swift.min(Swift.max(0, state.sizer.size - state.inUse), limit - 1)
+            state.inUse += taken
+            return taken
+        }
+        return 1 + extra
+    }
+
     /// Frees a place held for `holding` (sent → settled; nil when nothing was sent), handing it, and
     /// any the window grew by, to the longest waiters.
     func release(holding: Duration?) {

@@ -1,6 +1,7 @@
 import APNs
 import Crypto
 import Foundation
+import Synchronization
 import TestSupport
 import Testing
 
@@ -33,6 +34,39 @@ struct APNsClientTests {
         #expect((delivery["payload"] as? [String: Any])?["order"] as? Int == 4711)
         await client.shutdown()
         #expect(client.openConnections == 0)
+    }
+
+    @Test func theCallbackFormAnswersExactlyOnceWithoutATaskPerNotification() async throws {
+        let sandbox = try await SandboxProcess()
+        #expect(try await sandbox.admin("PUT", "/tokens/\(SandboxProcess.token)", body: #"{"state":"bad"}"#).status == 200)
+        let client = try makeClient(sandbox)
+        let tokens = (0..<300).map { _ in SandboxProcess.randomToken() } + [SandboxProcess.token]
+        let results = await withCheckedContinuation { (continuation: CheckedContinuation<[Result<APNsResponse, APNsClientError>], Never>) in
+            let collected = Mutex<[Result<APNsResponse, APNsClientError>]>([])
+            for token in tokens {
+                client.send(alert(token)) { result in
+                    let all = collected.withLock { collected -> [Result<APNsResponse, APNsClientError>]? in
+                        collected.append(result)
+                        return collected.count == tokens.count ? collected : nil
+                    }
+                    if let all { continuation.resume(returning: all) }
+                }
+            }
+        }
+        #expect(results.count(where: { (try? $0.get().status) == 200 }) == 300)
+        #expect(results.count(where: { (try? $0.get().reason) == .badDeviceToken }) == 1)
+        // Refused before it is queued: answered at once, on the caller's thread.
+        let refused = Mutex<APNsClientError?>(nil)
+        client.send(alert(payload: "")) { result in
+            if case .failure(let error) = result { refused.withLock { $0 = error } }
+        }
+        #expect(refused.withLock { $0?.code } == .invalidRequest)
+        await client.shutdown()
+        let afterShutdown = Mutex<APNsClientError?>(nil)
+        client.send(alert()) { result in
+            if case .failure(let error) = result { afterShutdown.withLock { $0 = error } }
+        }
+        #expect(afterShutdown.withLock { $0?.code } == .shutdown)
     }
 
     @Test func classifiesEachKindOfAnswer() async throws {
