@@ -77,32 +77,10 @@ public final class APNsClient: Sendable {
     /// default ``APNsClientConfiguration/requestTimeout``, queueing included), `connectFailed`,
     /// `connectionLost` (APNs may or may not have accepted it), `credentials`, `shutdown`.
     public func send(_ notification: APNsNotification, timeout: Duration? = nil) async throws(APNsClientError) -> APNsResponse {
-        do {
-            try notification.validate()
-        } catch {
-            throw APNsClientError(.invalidRequest, error.description)
+        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<APNsResponse, APNsClientError>, Never>) in
+            send(notification, timeout: timeout) { continuation.resume(returning: $0) }
         }
-        let request = PendingRequest(
-            notification: notification,
-            deadline: monotonicNanoseconds() + (timeout ?? configuration.requestTimeout).nanoseconds
-        )
-        do {
-            return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<APNsResponse, any Error>) in
-                request.attach(continuation, ifCompleted: APNsClientError(.shutdown, "the client is shut down"))
-                switch shared.queue.enqueue(request) {
-                case .queued:
-                    shared.wakeups.wakeOne()
-                case .full:
-                    request.complete(.failure(APNsClientError(.overloaded, "\(shared.queue.capacity) notifications are already waiting")))
-                case .closed:
-                    request.complete(.failure(APNsClientError(.shutdown, "the client is shut down")))
-                }
-            }
-        } catch let error as APNsClientError {
-            throw error
-        } catch {
-            throw APNsClientError(.protocolError, "\(error)")
-        }
+        return try result.get()
     }
 
     /// Sends one notification and calls `completion` with APNs' answer, or the error that says why
@@ -123,7 +101,7 @@ public final class APNsClient: Sendable {
         let request = PendingRequest(
             notification: notification,
             deadline: monotonicNanoseconds() + (timeout ?? configuration.requestTimeout).nanoseconds,
-            waiter: .callback(completion)
+            completion: completion
         )
         switch shared.queue.enqueue(request) {
         case .queued:

@@ -11,26 +11,10 @@ final class PendingRequest: Sendable {
     let createdAt = monotonicNanoseconds()
     private let state: Mutex<State>
 
-    /// Whoever waits for the result: an async caller, or a callback (``APNsClient/send(_:timeout:completion:)``).
-    enum Waiter: Sendable {
-        case continuation(CheckedContinuation<APNsResponse, any Error>)
-        case callback(@Sendable (Result<APNsResponse, APNsClientError>) -> Void)
-
-        func deliver(_ result: Result<APNsResponse, APNsClientError>) {
-            switch self {
-            case .continuation(let continuation):
-                switch result {
-                case .success(let response): continuation.resume(returning: response)
-                case .failure(let error): continuation.resume(throwing: error)
-                }
-            case .callback(let callback):
-                callback(result)
-            }
-        }
-    }
+    /// Called exactly once with the result (``APNsClient/send(_:timeout:completion:)``).
+    private let completion: @Sendable (Result<APNsResponse, APNsClientError>) -> Void
 
     private struct State {
-        var waiter: Waiter?
         var completed = false
         /// Times the request went back to the queue unprocessed (GOAWAY, REFUSED_STREAM, a drop).
         var requeues = 0
@@ -41,33 +25,22 @@ final class PendingRequest: Sendable {
     /// Past this many unprocessed requeues the request fails instead of circling forever.
     static let maximumRequeues = 10
 
-    init(notification: APNsNotification, deadline: UInt64, waiter: Waiter? = nil) {
+    init(notification: APNsNotification, deadline: UInt64, completion: @escaping @Sendable (Result<APNsResponse, APNsClientError>) -> Void) {
         self.notification = notification
         self.deadline = deadline
-        state = Mutex(State(waiter: waiter))
-    }
-
-    /// Attaches the caller; a request completed before (shutdown raced the caller) resumes it at once.
-    func attach(_ continuation: CheckedContinuation<APNsResponse, any Error>, ifCompleted failure: APNsClientError) {
-        let resumeNow = state.withLock { state -> Bool in
-            if state.completed { return true }
-            state.waiter = .continuation(continuation)
-            return false
-        }
-        if resumeNow { continuation.resume(throwing: failure) }
+        self.completion = completion
+        state = Mutex(State())
     }
 
     var isCompleted: Bool { state.withLock { $0.completed } }
 
     /// Completes the request; later calls do nothing.
     func complete(_ result: Result<APNsResponse, APNsClientError>) {
-        let waiter = state.withLock { state -> Waiter? in
-            guard !state.completed else { return nil }
-            state.completed = true
-            defer { state.waiter = nil }
-            return state.waiter
+        let first = state.withLock { state -> Bool in
+            defer { state.completed = true }
+            return !state.completed
         }
-        waiter?.deliver(result)
+        if first { completion(result) }
     }
 
     /// Counts an unprocessed requeue; false once the bound is reached.
