@@ -37,6 +37,24 @@ struct SendServiceTests {
         }
     }
 
+    /// Found by `make chaos` (Redis kill -9 in the middle of a fan-out): push-render resumed from an
+    /// older cursor and made batches whose ids had been used for other tokens; read by batch id alone,
+    /// the first batch's marks skipped the second's tokens, which were never sent.
+    @Test func aBatchIDReusedForOtherTokensSkipsNothing() async throws {
+        try await withSendService("reused-id") { fixture in
+            let first = fixture.batch(SendServiceFixture.tokens(20), requestID: "resumed-request", sequence: 7)
+            let second = fixture.batch(SendServiceFixture.tokens(20), requestID: "resumed-request", sequence: 7)
+            #expect(first.batchID == second.batchID)
+            try await fixture.run { _ in
+                try await fixture.publish(first)
+                _ = try await fixture.events(untilDelivered: 20)
+                try await fixture.publish(second)
+                _ = try await fixture.events(untilDelivered: 20)
+            }
+            #expect(Set(try await fixture.deliveriesByToken().keys) == Set(first.tokens + second.tokens), "every token of both batches sent")
+        }
+    }
+
     @Test func anAppCanTurnDerivedCollapseIDsOffAndABatchsOwnIDWins() async throws {
         try await withSendService("nocollapse", delivery: .init(collapseIDFromRequest: false)) { fixture in
             let plain = fixture.batch(SendServiceFixture.tokens(1))
@@ -59,7 +77,7 @@ struct SendServiceTests {
             let tokens = SendServiceFixture.tokens(10)
             let batch = fixture.batch(tokens)
             let ledger = DeliveryLedger(redis: fixture.redis, ttl: .seconds(300))
-            let key = ledger.key(app: fixture.app, markSet: batch.batchID)
+            let key = ledger.key(app: fixture.app, markSet: batch.effectiveMarkSet)
             // What a kill -9 leaves: tokens 0 and 1 handed to APNs without an answer recorded, token 2
             // accepted and marked.
             try await ledger.write([(key, DeliveryMarks.claimedBit(slot: 0)), (key, DeliveryMarks.claimedBit(slot: 1)), (key, DeliveryMarks.claimedBit(slot: 2)), (key, DeliveryMarks.acceptedBit(slot: 2))], value: true)

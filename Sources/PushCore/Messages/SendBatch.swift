@@ -15,7 +15,8 @@
 /// - `expiration` is APNs' (seconds since 1970; 0 = try once; absent = APNs' default).
 /// - `mark_set` and `slots` (optional; push-send sets them on the batches it republishes) say where
 ///   each token's delivery mark lives: bit `slots[i]` of the mark set `mark_set`. Absent, the mark set
-///   is the batch itself (`batch_id`) and token `i` has slot `i`, as for every batch push-render makes.
+///   is the batch itself (`batch_id` and a fingerprint of its tokens) and token `i` has slot `i`, as
+///   for every batch push-render makes.
 public struct SendBatch: Codable, Sendable, Equatable {
     /// Format version; 1.
     public var version: Int
@@ -66,8 +67,23 @@ public struct SendBatch: Codable, Sendable, Equatable {
         self.slots = slots
     }
 
-    /// The mark set the tokens' delivery marks belong to.
-    public var effectiveMarkSet: String { markSet ?? batchID }
+    /// The mark set the tokens' delivery marks belong to: ``markSet``, or this batch's id with a
+    /// fingerprint of its tokens. The fingerprint matters: a batch id alone does not pin its tokens
+    /// (push-render resuming after a crash, or after Redis lost its last second of writes, can make
+    /// another `<request>/<n>` with other tokens), and another batch's marks read by slot would skip
+    /// tokens that were never sent.
+    public var effectiveMarkSet: String { markSet ?? "\(batchID)#\(Self.fingerprint(tokens))" }
+
+    /// 16 hex digits of FNV-1a over the tokens in order.
+    public static func fingerprint(_ tokens: [String]) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for token in tokens {
+            for byte in token.utf8 { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3 }
+            hash = (hash ^ 0x2c) &* 0x0000_0100_0000_01b3
+        }
+        let hex = String(hash, radix: 16)
+        return String(repeating: "0", count: 16 - hex.count) + hex
+    }
 
     /// The mark slot of the token at `index`.
     public func slot(at index: Int) -> Int { slots?[index] ?? index }
