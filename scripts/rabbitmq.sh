@@ -424,7 +424,21 @@ fi
 [[ $VERB == status || $VERB == close-connections ]] || lock_instance "$DIR"
 case $VERB in
     close-connections) do_close_connections ;;
-    start) do_start ;;
+    start)
+        # The distribution port (PORT+20000) can be held for up to a minute by a TIME_WAIT socket of
+        # the previous node on it (a quick stop and start), or by another program's outgoing
+        # connection, since it lies in Linux's ephemeral range; the node then dies with
+        # dist_port_already_used. One more try once no TIME_WAIT socket holds it (at most 65 s).
+        if ! (do_start); then
+            warn "$LABEL: start failed; trying once more when port $((PORT + 20000)) is free"
+            for _ in $(seq 1 65); do
+                command -v ss >/dev/null || { sleep 2; break; }
+                [[ -z $(ss -Htan state time-wait "( sport = :$((PORT + 20000)) )" 2>/dev/null) ]] && break
+                sleep 1
+            done
+            do_start
+        fi
+        ;;
     stop) do_stop ;;
     restart)
         [[ -n $TLS_PORT ]] || TLS_PORT=$(saved_port tls-port)
