@@ -2,6 +2,7 @@ public import AMQP
 import Foundation
 public import Logging
 import Metrics
+import PushServiceKit
 public import PushCore
 public import Redis
 public import ServiceLifecycle
@@ -44,6 +45,7 @@ public struct PushRequestConsumer: Service {
     private let stopping = StopSignal()
     /// This instance's lease owner id prefix.
     private let instanceID: String
+    private let requestLocks = KeyedLocks()
 
     /// - Parameters:
     ///   - now: the clock for batch times and progress records, ms since 1970.
@@ -142,11 +144,22 @@ public struct PushRequestConsumer: Service {
         var logger = self.logger
         logger[metadataKey: "push.request_id"] = "\(request.id)"
         logger[metadataKey: "push.app"] = "\(request.app.bundleID)"
+        // One copy of a request at a time here: after a dropped broker connection the redelivery
+        // waits until the first copy stopped (between rounds) and saved where it got.
+        let lockKey = "\(request.app.bundleID)\n\(request.id)"
+        await requestLocks.lock(lockKey)
+        await process(delivery, request: request, renderer: renderer, started: started, logger: logger)
+        requestLocks.unlock(lockKey)
+    }
+
+    private func process(_ delivery: AMQPDelivery, request: PushRequest, renderer: NotificationRenderer, started: ContinuousClock.Instant, logger: Logger) async {
         let dependencies = self.dependencies
         let owner = "\(instanceID)/\(delivery.deliveryTag)"
         let claim: RenderProgressStore.Claim
+        let scanEpoch: String
         do {
-            claim = try await dependencies.store.claim(app: request.app.bundleID, requestID: request.id, owner: owner)
+            claim = try await dependencies.store.claim(app: request.app.bundleID, requestID: request.id, owner: owner, instancePrefix: "\(instanceID)/")
+            scanEpoch = try await dependencies.store.scanEpoch()
         } catch {
             await retryLater(delivery, reason: "Redis unavailable: \(error.message)", logger: logger)
             return
@@ -170,7 +183,9 @@ public struct PushRequestConsumer: Service {
         let fanOut = RequestFanOut(request: request, renderer: renderer, dependencies: dependencies, logger: logger)
         let stopping = self.stopping
         do {
-            switch try await fanOut.run(from: progress, owner: owner, shouldStop: { stopping.isStopped }) {
+            // Stop between rounds at shutdown, or when the broker connection dropped (the broker
+            // delivers the request again, and that copy resumes where this one stopped).
+            switch try await fanOut.run(from: progress, scanEpoch: scanEpoch, owner: owner, shouldStop: { stopping.isStopped || !delivery.isSettleable }) {
             case .finished(let totals):
                 delivery.ack()
                 let fallbackKeys = fanOut.deviceFallbackKeys

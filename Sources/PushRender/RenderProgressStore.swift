@@ -7,7 +7,7 @@ public import Redis
 ///
 /// | key | type | holds |
 /// |---|---|---|
-/// | `{prefix}:{<app>}:render:<request id>` | hash | `state` (`running`/`done`), `position` (the scan position after the last confirmed round), `sequence` (batches published so far), `tokens`, `skipped`, `updated_at` (ms) |
+/// | `{prefix}:{<app>}:render:<request id>` | hash | `state` (`running`/`done`), `position` (the scan position after the last confirmed round), `scan_epoch` (the Redis `run_id` that position belongs to), `sequence` (batches published so far), `tokens`, `skipped`, `updated_at` (ms) |
 /// | `{prefix}:{<app>}:render:<request id>:lease` | string | the owning instance's id, with a TTL (``RenderConfiguration/leaseDuration``) |
 ///
 /// Both carry the app's hash tag, so each script touches one Redis Cluster slot; the hash expires
@@ -40,11 +40,14 @@ public struct RenderProgressStore: Sendable {
     }
 
     /// Takes the request's lease for `owner` unless the request is done or someone else holds it.
-    public func claim(app: String, requestID: String, owner: String) async throws(RedisError) -> Claim {
+    /// A lease held under `instancePrefix` (an earlier delivery to this same process, which let go of
+    /// the request but could not release the lease, e.g. while Redis was down) counts as ours: the
+    /// caller makes sure no other copy runs here (``PushServiceKit/KeyedLocks``).
+    public func claim(app: String, requestID: String, owner: String, instancePrefix: String? = nil) async throws(RedisError) -> Claim {
         let reply = try await redis.evalScript(
             Self.claimScript,
             keys: [progressKey(app: app, requestID: requestID), leaseKey(app: app, requestID: requestID)],
-            args: [owner, String(Self.milliseconds(leaseDuration))]
+            args: [owner, String(Self.milliseconds(leaseDuration)), instancePrefix ?? owner]
         )
         guard let elements = reply.array, let kind = elements.first?.string else {
             throw RedisError(.protocolError, "unexpected reply to the render claim script: \(reply)")
@@ -95,12 +98,26 @@ public struct RenderProgressStore: Sendable {
         return max(1, seconds * 1000 + attoseconds / 1_000_000_000_000_000)
     }
 
-    /// `KEYS[1]` progress hash, `KEYS[2]` lease; `ARGV[1]` owner, `ARGV[2]` lease ms.
+    /// The current Redis server's `run_id`, new at every start: an `SSCAN` cursor is only good on the
+    /// server that gave it (a restarted Redis rebuilds its sets with a new hash seed, and an old
+    /// cursor would skip some members and repeat others).
+    public func scanEpoch() async throws(RedisError) -> String {
+        let reply = try await redis.execute(RedisCommand(["INFO", "server"]))
+        guard let text = reply.string,
+            let line = text.split(whereSeparator: \.isNewline).first(where: { $0.hasPrefix("run_id:") })
+        else {
+            throw RedisError(.protocolError, "INFO server named no run_id")
+        }
+        return String(line.dropFirst("run_id:".count).filter { !$0.isWhitespace })
+    }
+
+    /// `KEYS[1]` progress hash, `KEYS[2]` lease; `ARGV[1]` owner, `ARGV[2]` lease ms, `ARGV[3]` a
+    /// prefix of owners that count as this owner.
     static let claimScript = RedisScript(
         """
         if redis.call('HGET', KEYS[1], 'state') == 'done' then return {'done'} end
         local holder = redis.call('GET', KEYS[2])
-        if holder and holder ~= ARGV[1] then return {'busy'} end
+        if holder and holder ~= ARGV[1] and string.sub(holder, 1, #ARGV[3]) ~= ARGV[3] then return {'busy'} end
         redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
         return {'claimed', redis.call('HGETALL', KEYS[1])}
         """
@@ -140,14 +157,19 @@ public struct RenderProgressStore: Sendable {
 public struct RenderProgress: Sendable, Equatable {
     /// Where the next round starts; nil before the first round.
     public var position: TargetPosition?
+    /// The Redis `run_id` ``position``'s cursor belongs to (``RenderProgressStore/scanEpoch()``).
+    public var scanEpoch: String?
     /// Batches published so far; the next batch is `<id>/<sequence + 1>`.
     public var sequence: Int
     public var tokens: Int
     public var skipped: Int
     public var isDone: Bool
 
-    public init(position: TargetPosition? = nil, sequence: Int = 0, tokens: Int = 0, skipped: Int = 0, isDone: Bool = false) {
+    public init(
+        position: TargetPosition? = nil, scanEpoch: String? = nil, sequence: Int = 0, tokens: Int = 0, skipped: Int = 0, isDone: Bool = false
+    ) {
         self.position = position
+        self.scanEpoch = scanEpoch
         self.sequence = sequence
         self.tokens = tokens
         self.skipped = skipped
@@ -157,6 +179,7 @@ public struct RenderProgress: Sendable, Equatable {
     init(hash: [String: String]) {
         self.init(
             position: hash["position"].flatMap(TargetPosition.init(encoded:)),
+            scanEpoch: hash["scan_epoch"],
             sequence: hash["sequence"].flatMap(Int.init) ?? 0,
             tokens: hash["tokens"].flatMap(Int.init) ?? 0,
             skipped: hash["skipped"].flatMap(Int.init) ?? 0,
@@ -173,6 +196,7 @@ public struct RenderProgress: Sendable, Equatable {
             ("updated_at", String(now)),
         ]
         if let position { fields.append(("position", position.encoded)) }
+        if let scanEpoch { fields.append(("scan_epoch", scanEpoch)) }
         return fields
     }
 }

@@ -100,9 +100,22 @@ final class RequestFanOut {
 
     /// Runs rounds from `progress` until the target is exhausted, `shouldStop` says so (checked between
     /// rounds), or a round fails.
-    func run(from progress: RenderProgress, owner: String, shouldStop: @Sendable () -> Bool) async throws(FanOutError) -> FanOutOutcome {
+    ///
+    /// `scanEpoch` is the Redis server's current ``RenderProgressStore/scanEpoch()``: a saved cursor of
+    /// another server (Redis restarted since) is void, so its part is scanned again from the start;
+    /// that may send the part's earlier tokens twice, but skips none.
+    func run(from progress: RenderProgress, scanEpoch: String, owner: String, shouldStop: @Sendable () -> Bool) async throws(FanOutError) -> FanOutOutcome {
         var totals = progress
         var position = progress.position ?? .start
+        if progress.position != nil, progress.scanEpoch != scanEpoch, position.cursor != "0" {
+            logger.warning(
+                "Redis restarted since this request's last round: its scan cursor is void, so the current part is scanned again from its start (its earlier tokens may be sent twice)",
+                metadata: ["push.part": "\(position.part)", "push.batches": "\(progress.sequence)"]
+            )
+            position.cursor = "0"
+            totals.position = position
+        }
+        totals.scanEpoch = scanEpoch
         var inFlight: Task<Result<Bool, FanOutError>, Never>?
         let dependencies = self.dependencies
         let request = self.request

@@ -4,6 +4,7 @@ import Foundation
 public import Logging
 import Metrics
 public import PushCore
+import PushServiceKit
 import RateLimiting
 
 /// Takes one `push.send` delivery from message to settlement: decode, skip what APNs already accepted,
@@ -25,7 +26,9 @@ public struct SendBatchProcessor: Sendable {
     let ledger: DeliveryLedger
     let marker: AcceptanceMarker
     let window: SendWindow
-    let markSetLocks = MarkSetLocks()
+    /// One copy of a mark set at a time: a batch redelivered while its first copy still has
+    /// notifications in flight reads the marks only once that copy settled them.
+    let markSetLocks = KeyedLocks()
     let rateLimits: SendRateLimits?
     let pauses: AppPauses
     let queues: PushQueues
@@ -100,7 +103,7 @@ public struct SendBatchProcessor: Sendable {
         markSetLocks.unlock(markKey)
     }
 
-    /// The rest of ``process(_:)``, for one copy of a mark set at a time (``MarkSetLocks``).
+    /// The rest of ``process(_:)``, for one copy of a mark set at a time (``markSetLocks``).
     private func process(_ delivery: AMQPDelivery, _ decoded: DecodedSendBatch, app: AppConfiguration, markKey: String, logger: Logger) async {
         let batch = decoded.batch
 
@@ -120,7 +123,7 @@ public struct SendBatchProcessor: Sendable {
         }
         if !delivery.isSettleable {
             // The broker connection dropped: the broker delivers this batch again, and that copy
-            // (waiting in MarkSetLocks) reads the marks this one wrote and does the rest. Publishing
+            // (waiting in markSetLocks) reads the marks this one wrote and does the rest. Publishing
             // this copy's retries or events as well would only repeat them.
             logger.info("broker connection lost while the batch was in flight; its redelivery takes over")
             metrics.batch("superseded")
