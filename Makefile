@@ -72,3 +72,30 @@ bench-apns: deps
 .PHONY: bench-send
 bench-send: deps-bench
 	@bash Benchmarks/send/run.sh
+
+# One {"all": true} request over 1,000,000 registered tokens through the real push-render and
+# push-send into apns-sandbox, end to end, against pushctl bench on the same sandbox; peak and idle
+# RSS/CPU, Redis per token, targets PASS/MISS (release build, private RabbitMQ, Redis and sandbox,
+# stopped afterwards). See Benchmarks/broadcast/README.md.
+.PHONY: bench-broadcast
+bench-broadcast: deps-bench
+	@bash Benchmarks/broadcast/run.sh
+
+# The chaos suite: kill -9 of each service, RabbitMQ and Redis restarts, apns-sandbox faults and
+# connections closed by the broker in the middle of a 100,000-token broadcast, at loopback speed and
+# with the sandbox answering after 150 ms; checks 0 lost, the duplicate bound, dead tokens removed and
+# empty queues (release build; private RabbitMQ, Redis, sandbox and services on ports 37901-37930,
+# stopped afterwards). `make chaos CHAOS_ARGS="--scenario kill-send --latency 0 --tokens 20000"`
+# runs a part; `scripts/chaos.sh --list` names the scenarios. `make chaos-smoke` is the short run
+# `make test` ends with (3,000 tokens, kill -9 of push-send and a RabbitMQ restart; ports 37951-37980).
+CHAOS_ARGS ?=
+CHAOS_PRODUCTS := apns-sandbox push-ingest push-render push-send push-feedback
+
+.PHONY: chaos chaos-smoke
+chaos: deps
+	@for p in $(CHAOS_PRODUCTS); do swift build -c release --product $$p || exit 1; done
+	@bash scripts/chaos.sh --bin-dir "$$(swift build -c release --show-bin-path)" $(CHAOS_ARGS)
+
+chaos-smoke: deps
+	@for p in $(CHAOS_PRODUCTS); do swift build -c release --product $$p || exit 1; done
+	@bash scripts/chaos.sh --smoke --bin-dir "$$(swift build -c release --show-bin-path)" $(CHAOS_ARGS)

@@ -8,9 +8,14 @@
 # 100,000-token fan-out) and tests that bound how long a failure may take, and on a 2-core machine
 # the first starve the second when everything runs at once. Serially the whole suite takes about
 # 2 minutes after the build.
-# Environment: FILTER (passed as `swift test --filter "$FILTER"`), PUSH_TEST_PARALLEL=1 (run tests in
-# parallel: faster on big machines), SWIFT_TEST_CMD (a shell command run instead of swift test, e.g.
-# to check the server handling: SWIFT_TEST_CMD='exit 3').
+# Then the chaos smoke (scripts/chaos.sh --smoke: 3,000 tokens, kill -9 of push-send and a RabbitMQ
+# restart in the middle of a broadcast, on a private stack with the debug executables swift test
+# built; about a minute), which ends with a line `N passed, N failed`. Both run even if the first
+# fails; the exit status is non-zero if either failed.
+# Environment: FILTER (passed as `swift test --filter "$FILTER"`; also skips the chaos smoke),
+# PUSH_TEST_PARALLEL=1 (run tests in parallel: faster on big machines), PUSH_CHAOS_SMOKE=0 (skip the
+# chaos smoke), SWIFT_TEST_CMD (a shell command run instead of swift test and the smoke, e.g. to
+# check the server handling: SWIFT_TEST_CMD='exit 3').
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -23,4 +28,34 @@ command -v swift >/dev/null || { echo "run-tests.sh: swift is not on PATH" >&2; 
 args=()
 [[ -n ${FILTER:-} ]] && args+=(--filter "$FILTER")
 [[ ${PUSH_TEST_PARALLEL:-} == 1 ]] && args+=(--parallel) || args+=(--no-parallel)
-exec bash scripts/with-test-servers.sh swift test "${args[@]}" "$@"
+# Ctrl-C reaches swift test (or the smoke) directly, as the foreground process group; once that has
+# stopped, this script stops too instead of going on to the next step.
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
+test_status=0
+bash scripts/with-test-servers.sh swift test "${args[@]}" "$@" || test_status=$?
+
+if [[ -n ${FILTER:-} || ${PUSH_CHAOS_SMOKE:-1} == 0 ]]; then
+    exit "$test_status"
+fi
+# The smoke uses the debug executables; swift test builds them, but after a failed build (or a
+# filtered run) some may be missing: build what is missing.
+BIN_DIR="$(swift build --show-bin-path)"
+for product in apns-sandbox push-ingest push-render push-send push-feedback; do
+    if [[ ! -x $BIN_DIR/$product ]]; then
+        swift build --product "$product" || true
+    fi
+done
+echo "run-tests.sh: chaos smoke (scripts/chaos.sh --smoke)"
+smoke_status=0
+bash scripts/chaos.sh --smoke --bin-dir "$BIN_DIR" || smoke_status=$?
+if ((test_status != 0)); then
+    echo "run-tests.sh: swift test failed (exit $test_status)" >&2
+    exit "$test_status"
+fi
+if ((smoke_status != 0)); then
+    echo "run-tests.sh: the chaos smoke failed (exit $smoke_status)" >&2
+    exit "$smoke_status"
+fi
+exit 0

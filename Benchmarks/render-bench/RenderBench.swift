@@ -17,6 +17,8 @@ import TestSupport
 /// (`VmHWM`). Then it reads every batch back and checks that each token came exactly once.
 ///
 /// Run through `make bench-render`, which starts a private RabbitMQ and Redis and stops them after.
+/// With `--fill-only` it only fills Redis (the token records of `make bench-broadcast`, which runs the
+/// real push-render and push-send itself) and exits.
 @main
 struct RenderBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -39,6 +41,25 @@ struct RenderBench: AsyncParsableCommand {
     @Flag(help: "Skip reading the batches back.")
     var noVerify = false
 
+    @Flag(help: "Only fill Redis with the token records (unless it already holds them), then exit: no RabbitMQ, no push-render (make bench-broadcast).")
+    var fillOnly = false
+
+    @Option(help: "Device locales, comma-separated, assigned to the tokens in turn.")
+    var locales = "en-US,de-DE,zh-Hant-TW,fr-FR,en-GB,de-AT"
+
+    @Option(help: "Every Nth token is registered for the sandbox environment, the others for production (0: none).")
+    var sandboxEvery = 10
+
+    func validate() throws {
+        guard tokens > 0 else { throw ValidationError("--tokens must be positive") }
+        guard sandboxEvery >= 0 else { throw ValidationError("--sandbox-every must be 0 or more") }
+        guard !localeList.isEmpty else { throw ValidationError("--locales names no locale") }
+    }
+
+    private var localeList: [String] {
+        locales.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+    }
+
     static let app = "com.example.bench"
 
     func run() async throws {
@@ -49,6 +70,10 @@ struct RenderBench: AsyncParsableCommand {
         logger.logLevel = .warning
         let redis = try await RedisClient.connect(configuration: RedisConfiguration(url: redisURL), logger: logger)
         try await fill(redis: redis)
+        if fillOnly {
+            await redis.close()
+            return
+        }
 
         let amqp = AMQPConnection(
             configuration: try AMQPConfiguration(url: amqpURL, connectionName: "render-bench"), topology: .push, logger: logger)
@@ -140,7 +165,7 @@ struct RenderBench: AsyncParsableCommand {
         }
         _ = try await redis.execute("FLUSHDB")
         let started = ContinuousClock.now
-        let locales = ["en-US", "de-DE", "zh-Hant-TW", "fr-FR", "en-GB", "de-AT"]
+        let locales = localeList
         let chunk = 1000
         var index = 0
         while index < tokens {
@@ -153,7 +178,7 @@ struct RenderBench: AsyncParsableCommand {
                 commands.append(
                     RedisCommand([
                         "HSET", "push:{\(Self.app)}:token:\(token)", "locale", locales[i % locales.count],
-                        "environment", i % 10 == 0 ? "sandbox" : "production", "topics", "[]",
+                        "environment", sandboxEvery > 0 && i % sandboxEvery == 0 ? "sandbox" : "production", "topics", "[]",
                         "alert", "1", "badge", i % 7 == 0 ? "0" : "1", "sound", "1",
                         "registered_at", "1767225600000", "updated_at", "1767225600000",
                     ]))
@@ -164,7 +189,10 @@ struct RenderBench: AsyncParsableCommand {
             }
             index += chunk
         }
-        print("filled Redis with \(tokens) tokens in \(ContinuousClock.now - started)")
+        let sandbox = sandboxEvery > 0 ? (tokens + sandboxEvery - 1) / sandboxEvery : 0
+        print(
+            "filled Redis with \(tokens) tokens in \(ContinuousClock.now - started) (locales \(locales.joined(separator: ", ")); "
+                + "\(tokens - sandbox) production, \(sandbox) sandbox)")
     }
 
     /// Reads every batch off `push.send` and checks each token came exactly once.

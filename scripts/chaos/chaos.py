@@ -1,0 +1,997 @@
+#!/usr/bin/python3
+"""The chaos suite (`make chaos`, `make chaos-smoke`): faults in the middle of a broadcast.
+
+    scripts/chaos.sh [--scenario NAME ...] [--all] [--latency 0|150|both] [--tokens N] [--list]
+                     [--smoke] [--bin-dir DIR] [--drain-timeout S] [--json FILE]
+
+Each scenario runs on a private stack on 127.0.0.1: RabbitMQ and Redis (scripts/rabbitmq.sh and
+scripts/redis.sh, instance `chaos`, or `chaos-smoke` with --smoke), apns-sandbox and the four
+services (the executables of --bin-dir, default .build/release). Ports: 37901 RabbitMQ, 37902 Redis,
+37903 apns-sandbox, 37904 its admin API, 37905-37908 push-ingest, push-render, push-send and
+push-feedback (PUSH_HTTP_PORT); --smoke uses 37951-37958. RabbitMQ also derives epmd PORT+1000 and
+distribution ports PORT+20000, PORT+21000..21010 (scripts/rabbitmq.sh).
+
+Per scenario: queues deleted and Redis flushed (RabbitMQ and Redis themselves are fresh at the start
+of the run), a fresh apns-sandbox and fresh services; N tokens (default 100,000, with users and
+topics) registered through `push.registrations` with pika; 1% of them (5% for kill-feedback, at
+least 10) made dead in the sandbox (410 Unregistered); one `{"all": true}` push request published
+with confirms; the scenario's fault injected at ~30% delivered (or mid fan-out: push-render's
+`push_render_batches_published_total` at 30% of the expected batches, with PUSH_RENDER_ROUND_TOKENS
+= tokens/10 so there are rounds to interrupt; or with dead tokens being reported);
+then the run waits until drained (sandbox answers stable, every queue but push.dead empty, bounded by
+--drain-timeout) and checks: 0 lost live tokens; duplicates <= the honest bound (the table's
+`bound`): 0.1% of the targeted tokens, or where push-send was killed the sum of its in-flight window
+(push_send_window_size, read from /metrics just before each kill), or where answers were lost on the
+wire (dropped connections, timeouts) one per lost answer (push-send's retries for ConnectionLost,
+Timeout, ProtocolError) plus any windows at kills; every dead token removed from Redis
+and no live one; nothing left in any queue (rabbitmqctl list_queues, unacked included), push.dead
+included (no dead letter is intended); every service exits 0 on SIGTERM at the end. Duplicates are
+counted by apns-sandbox (`--track-duplicates`, else from GET /deliveries, kept in full with
+--record-limit 4 x tokens). Note: the sandbox records a notification as accepted when its request
+arrives, before a `delay_ms` answer or a `drop_every` reset, so every answer lost to a timeout or a
+dropped connection comes back as a duplicate when push-send retries it (as with APNs itself).
+Every scenario runs at loopback speed and with the sandbox answering after 150 ms (--latency).
+
+Prints a table and `N passed, N failed`; exits 1 if any scenario failed, 2 on a usage error, 3 when
+the stack could not be set up. Logs: .local/chaos[-smoke]/<scenario>-<latency>/<service>.log.
+Everything started is stopped at the end, also on failure or Ctrl-C.
+"""
+
+import argparse
+import collections
+import hashlib
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+try:
+    import pika
+except ImportError:  # pragma: no cover
+    sys.exit("chaos: python3-pika is missing (scripts/install-deps.sh installs it)")
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = ROOT / "scripts"
+APP = "com.example.chaos"
+SERVICES = ["push-ingest", "push-render", "push-send", "push-feedback"]
+RMQ_BIN = os.environ.get("PUSH_RABBITMQ_BIN_DIR", "/usr/lib/rabbitmq/bin")
+
+
+def log(msg):
+    print(f"chaos | {time.strftime('%H:%M:%S')} {msg}", flush=True)
+
+
+class SetupError(Exception):
+    """The stack could not be set up (not a scenario failure)."""
+
+
+class Interrupted(Exception):
+    pass
+
+
+def on_signal(signum, _frame):
+    raise Interrupted(f"signal {signum}")
+
+
+# --- small HTTP helpers (loopback, HTTP/1.1) ----------------------------------------------------
+
+def hreq(port, method, path, body=None, timeout=5.0):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        data = None if body is None else json.dumps(body).encode()
+        headers = {"Content-Type": "application/json"} if data is not None else {}
+        conn.request(method, path, body=data, headers=headers)
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
+def http_json(port, method, path, body=None, timeout=5.0):
+    status, data = hreq(port, method, path, body, timeout)
+    if status >= 300:
+        raise RuntimeError(f"{method} :{port}{path} -> {status} {data[:200]!r}")
+    return json.loads(data) if data else None
+
+
+def metric_lines(port, name, timeout=2.0):
+    """{labels: value} of metric `name` on a service's /metrics ({} when unreachable)."""
+    try:
+        status, data = hreq(port, "GET", "/metrics", timeout=timeout)
+    except OSError:
+        return {}
+    if status != 200:
+        return {}
+    found = {}
+    for line in data.decode(errors="replace").splitlines():
+        if line.startswith(name) and (line[len(name):len(name) + 1] in (" ", "{")):
+            head, _, value = line.rpartition(" ")
+            try:
+                found[head[len(name):]] = float(value)
+            except ValueError:
+                pass
+    return found
+
+
+# Answers push-send never got although the notification may have reached APNs: each can come back once
+# as a duplicate when it is retried (at least once), which is what the collapse id folds on the device.
+LOST_ANSWER_REASONS = ("ConnectionLost", "Timeout", "ProtocolError")
+
+
+def lost_answers(port):
+    return int(sum(v for labels, v in metric_lines(port, "push_send_retries_total").items()
+                   if any(f'reason="{reason}"' in labels for reason in LOST_ANSWER_REASONS)))
+
+
+def metric(port, name, timeout=2.0):
+    """Sum of the samples of metric `name` on a service's /metrics (None when unreachable)."""
+    try:
+        status, data = hreq(port, "GET", "/metrics", timeout=timeout)
+    except OSError:
+        return None
+    if status != 200:
+        return None
+    total, found = 0.0, False
+    for line in data.decode(errors="replace").splitlines():
+        if line.startswith(name) and (line[len(name):len(name) + 1] in (" ", "{")):
+            try:
+                total += float(line.rsplit(" ", 1)[1])
+                found = True
+            except ValueError:
+                pass
+    return total if found else None
+
+
+def port_free(port):
+    """Nothing but TIME_WAIT leftovers holds 127.0.0.1:port (a listener could bind it)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", port))
+        return True
+    except OSError:
+        return False
+    finally:
+        sock.close()
+
+
+# --- the stack ---------------------------------------------------------------------------------
+
+class Stack:
+    def __init__(self, args):
+        self.args = args
+        self.name = "chaos-smoke" if args.smoke else "chaos"
+        base = 37951 if args.smoke else 37901
+        self.port = dict(amqp=base, redis=base + 1, apns=base + 2, admin=base + 3,
+                         **{"push-ingest": base + 4, "push-render": base + 5,
+                            "push-send": base + 6, "push-feedback": base + 7})
+        self.bin = Path(args.bin_dir).resolve()
+        self.local = Path(os.environ.get("PUSH_LOCAL_DIR", ROOT / ".local")).resolve()
+        self.out = self.local / self.name
+        self.rmq_dir = self.local / f"rabbitmq-{self.name}"
+        self.redis_dir = self.local / f"redis-{self.name}"
+        self.amqp_url = f"amqp://guest:guest@127.0.0.1:{self.port['amqp']}/%2f"
+        self.redis_url = f"redis://127.0.0.1:{self.port['redis']}/0"
+        self.procs = {}          # name -> Popen (services and the sandbox)
+        self.logdir = self.out
+        self.servers_up = False
+        self.ca = self.out / "apns-sandbox-ca.pem"
+        self.apps = self.out / "apps.json"
+        self.track_duplicates = False
+        self.extra_env = {}
+
+    # servers
+    def script(self, which, verb, check=True):
+        port = self.port["amqp" if which == "rabbitmq" else "redis"]
+        env = dict(os.environ, PUSH_QUIET="1")
+        for attempt in range(4):
+            r = subprocess.run(["bash", str(SCRIPTS / f"{which}.sh"), verb, "--name", self.name, "--port", str(port)],
+                               env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=180)
+            # Our ports lie in Linux's ephemeral range: a client socket may hold one for a moment.
+            if r.returncode == 0 or verb != "start" or "in use" not in r.stderr or attempt == 3:
+                break
+            log(f"{which}.sh start: a port is in use; retrying in 3 s")
+            time.sleep(3)
+        if check and r.returncode != 0:
+            raise SetupError(f"{which}.sh {verb} failed ({r.returncode}): {r.stderr.strip()[-2000:]}")
+        return r
+
+    def start_servers(self):
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.servers_up = True
+        # Our ports lie in Linux's ephemeral range (32768-60999): a client socket (rabbitmqctl's
+        # connections to epmd, say) may have used one, and its TIME_WAIT blocks a listener for up to
+        # 60 s. Redis first, and wait for the ports. The RabbitMQ node keeps a connection to its epmd
+        # open from a port the kernel picks; a port already listened on is never picked.
+        for which, data in (("redis", self.redis_dir / "data"), ("rabbitmq", self.rmq_dir / "mnesia")):
+            self.script(which, "stop", check=False)
+            shutil.rmtree(data, ignore_errors=True)
+        a = self.port["amqp"]
+        self.wait_ports_free([self.port["redis"], a, a + 1000, a + 20000])
+        for which in ("redis", "rabbitmq"):
+            self.script(which, "start")
+        for attempt in range(3):
+            busy = [p for k, p in self.port.items() if k not in ("amqp", "redis") and not port_free(p)]
+            if not busy:
+                break
+            log(f"ports {busy} held by other sockets (the ephemeral range); restarting RabbitMQ")
+            self.script("rabbitmq", "stop", check=False)
+            time.sleep(1)
+            self.script("rabbitmq", "start")
+        self.key_and_apps()
+        help_text = subprocess.run([str(self.bin / "apns-sandbox"), "--help"], capture_output=True, text=True).stdout
+        self.track_duplicates = "--track-duplicates" in help_text
+
+    def stop_servers(self):
+        if not self.servers_up:
+            return
+        for which, data in (("rabbitmq", self.rmq_dir / "mnesia"), ("redis", self.redis_dir / "data")):
+            try:
+                self.script(which, "stop", check=False)
+            except Exception as e:  # noqa: BLE001
+                log(f"could not stop {which}: {e}")
+            shutil.rmtree(data, ignore_errors=True)
+        self.servers_up = False
+
+    def key_and_apps(self):
+        key = self.out / "AuthKey_CHAOS00001.p8"
+        subprocess.run(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", str(key)],
+                       check=True, capture_output=True)
+        apps = {"apps": {APP: {
+            "default": True, "environment": "production",
+            "apns": {"key_file": str(key), "key_id": "CHAOS00001", "team_id": "TEAM000001"},
+            "ingest": {"api_keys": ["chaos-ingest-key"]},
+            "rate_limits": {"per_device_per_hour": 1000, "per_app_per_second": 10000000},
+        }}}
+        self.apps.write_text(json.dumps(apps, indent=2))
+
+    def ctl(self, *argv, timeout=60):
+        p = self.port["amqp"]
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("RABBITMQ_", "ERL_EPMD_"))}
+        env.update(HOME=str(self.rmq_dir), RABBITMQ_NODENAME=f"push-{self.name}@localhost", RABBITMQ_USE_LONGNAME="false",
+                   ERL_EPMD_PORT=str(p + 1000), RABBITMQ_CTL_DIST_PORT_MIN=str(p + 21000),
+                   RABBITMQ_CTL_DIST_PORT_MAX=str(p + 21010),
+                   RABBITMQ_CTL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}")
+        r = subprocess.run([f"{RMQ_BIN}/rabbitmqctl", "-q", *argv], env=env, stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True, timeout=timeout)
+        if r.returncode != 0:
+            raise RuntimeError(f"rabbitmqctl {' '.join(argv)}: {r.returncode} {r.stderr.strip()[-500:]}")
+        return r.stdout
+
+    def queues(self):
+        """{name: (messages, ready, unacked)} of every queue (rabbitmqctl)."""
+        out = self.ctl("list_queues", "name", "messages", "messages_ready", "messages_unacknowledged", "--formatter", "json")
+        return {q["name"]: (q["messages"], q["messages_ready"], q["messages_unacknowledged"]) for q in json.loads(out or "[]")}
+
+    def redis(self, *argv, timeout=30):
+        r = subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", str(self.port["redis"]), *argv],
+                           capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        if r.returncode != 0:
+            raise RuntimeError(f"redis-cli {' '.join(argv)}: {r.stderr.strip()}")
+        return r.stdout.strip()
+
+    def redis_pipe(self, commands, timeout=120):
+        """Runs many commands (lists of words without spaces) through one redis-cli; returns replies."""
+        text = "".join(" ".join(c) + "\n" for c in commands)
+        r = subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", str(self.port["redis"])], input=text,
+                           capture_output=True, text=True, timeout=timeout)
+        if r.returncode != 0:
+            raise RuntimeError(f"redis-cli: {r.stderr.strip()}")
+        return r.stdout.splitlines()
+
+    def reset_data(self):
+        """Every queue and exchange deleted, Redis flushed: the next services declare a fresh topology."""
+        names = list(self.queues())
+        exchanges = ["push", "push.events"]
+        conn = pika.BlockingConnection(pika.URLParameters(self.amqp_url))
+        try:
+            ch = conn.channel()
+            for q in names:
+                ch.queue_delete(q)
+            for x in exchanges:
+                ch.exchange_delete(x)
+        finally:
+            conn.close()
+        self.redis("FLUSHALL")
+
+    def wait_ports_free(self, ports, timeout=75):
+        deadline = time.time() + timeout
+        said = False
+        while True:
+            busy = [p for p in ports if not port_free(p)]
+            if not busy or time.time() > deadline:
+                return busy
+            if not said:
+                log(f"waiting for ports {busy} (other sockets, e.g. TIME_WAIT, hold them)")
+                said = True
+            time.sleep(1)
+
+    # processes
+    def spawn(self, name, argv, env=None):
+        logf = open(self.logdir / f"{name}.log", "ab")
+        logf.write(f"=== chaos: starting {name} at {time.strftime('%H:%M:%S')}\n".encode())
+        logf.flush()
+        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
+                             env=env, start_new_session=True, cwd=str(ROOT))
+        logf.close()
+        self.procs[name] = p
+        return p
+
+    def start_sandbox(self):
+        self.ca.unlink(missing_ok=True)
+        argv = [str(self.bin / "apns-sandbox"), "--port", str(self.port["apns"]), "--admin-port", str(self.port["admin"]),
+                "--ca-out", str(self.ca), "--record-limit", str(max(1000, self.args.tokens * 4))]
+        if self.track_duplicates:
+            argv.append("--track-duplicates")
+        self.spawn("apns-sandbox", argv, env=dict(os.environ, PUSH_LOG_LEVEL="warning"))
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            if self.procs["apns-sandbox"].poll() is not None:
+                raise SetupError("apns-sandbox exited at start (see its log)")
+            try:
+                if hreq(self.port["admin"], "GET", "/healthz")[0] == 200 and self.ca.exists() and self.ca.stat().st_size:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise SetupError("apns-sandbox did not come up")
+
+    def service_env(self, name):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PUSH_")}
+        env.update(
+            PUSH_AMQP_URL=self.amqp_url, PUSH_REDIS_URL=self.redis_url, PUSH_APPS_FILE=str(self.apps),
+            PUSH_APNS_ENDPOINT=f"https://127.0.0.1:{self.port['apns']}", PUSH_APNS_CA_FILE=str(self.ca),
+            PUSH_HTTP_HOST="127.0.0.1", PUSH_HTTP_PORT=str(self.port[name]), PUSH_LOG_LEVEL=self.args.log_level,
+            PUSH_LOCALIZATION_DIR=str(ROOT / "localization"),
+        )
+        env.update(self.extra_env.get(name, {}))
+        return env
+
+    def start_service(self, name, wait=True):
+        self.spawn(name, [str(self.bin / name)], env=self.service_env(name))
+        if wait:
+            self.wait_ready(name)
+
+    def wait_ready(self, name, timeout=60):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            p = self.procs[name]
+            if p.poll() is not None:
+                raise SetupError(f"{name} exited with {p.returncode} at start (see {self.logdir / (name + '.log')})")
+            try:
+                if hreq(self.port[name], "GET", "/readyz", timeout=2)[0] == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise SetupError(f"{name} not ready within {timeout}s")
+
+    def kill9(self, name):
+        p = self.procs[name]
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait(timeout=10)
+
+    def stop_proc(self, name, timeout=15):
+        p = self.procs.pop(name, None)
+        if p is None or p.poll() is not None:
+            return None
+        try:
+            p.terminate()
+            return p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            log(f"{name} did not exit within {timeout}s of SIGTERM; killing it")
+            p.kill()
+            p.wait(timeout=10)
+            return "killed"
+
+    def stop_all(self):
+        """Services first (they drain), then the sandbox. Returns {name: exit status}."""
+        statuses = {}
+        for name in SERVICES[::-1] + ["apns-sandbox"]:
+            if name in self.procs:
+                statuses[name] = self.stop_proc(name)
+        return statuses
+
+    def pidfile(self, path):
+        try:
+            return int(Path(path).read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+
+
+# --- scenarios ------------------------------------------------------------------------------------
+
+class Run:
+    """One scenario at one latency: state shared by its fault actions."""
+
+    def __init__(self, stack, scenario, latency, tokens):
+        self.stack = stack
+        self.scenario = scenario
+        self.latency = latency
+        self.tokens = tokens
+        self.dead = []
+        self.live = []
+        self.in_flight_at_kills = []   # push-send's in-flight gauge just before each kill -9
+        self.process_died = False
+        self.notes = []
+        self.injected_at = []          # (label, fraction delivered)
+        self.clear_at = None
+        self.known_connections = {}
+        self.window_at_kills = []      # push-send's push_send_window_size just before each kill -9
+
+    def note(self, text):
+        self.notes.append(text)
+        log(f"  {text}")
+
+    # fault actions -------------------------------------------------------------------------------
+    def kill_service(self, name):
+        st = self.stack
+        if name == "push-send":
+            in_flight = metric(st.port["push-send"], "push_send_in_flight")
+            window = metric(st.port["push-send"], "push_send_window_size")
+            self.in_flight_at_kills.append(int(in_flight or 0))
+            self.window_at_kills.append(int(window or 0))
+            self.note(f"kill -9 push-send (push_send_in_flight {in_flight}, push_send_window_size {window})")
+        else:
+            self.note(f"kill -9 {name}")
+        self.process_died = True
+        st.kill9(name)
+        time.sleep(1.0)
+        st.start_service(name, wait=False)
+
+    def rabbit(self, mode):
+        st = self.stack
+        if mode == "stop":
+            self.note("RabbitMQ stopped (rabbitmqctl stop)")
+            st.script("rabbitmq", "stop")
+        else:
+            pid = st.pidfile(st.rmq_dir / "rabbitmq.pid")
+            if pid is None:
+                raise RuntimeError("no RabbitMQ pid")
+            self.note(f"kill -9 RabbitMQ (beam pid {pid})")
+            os.kill(pid, signal.SIGKILL)
+            deadline = time.time() + 10
+            while time.time() < deadline and Path(f"/proc/{pid}").exists():
+                time.sleep(0.05)
+            st.script("rabbitmq", "stop", check=False)   # leftovers: launcher session, epmd
+        time.sleep(2.0)
+        a = st.port["amqp"]
+        st.wait_ports_free([a, a + 1000, a + 20000], timeout=30)
+        t = time.time()
+        st.script("rabbitmq", "start")
+        self.note(f"RabbitMQ started again ({time.time() - t:.1f}s)")
+
+    def redis(self, mode):
+        st = self.stack
+        pid = st.pidfile(st.redis_dir / "redis.pid")
+        if mode == "shutdown":
+            self.note("Redis SHUTDOWN")
+            subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", str(st.port["redis"]), "SHUTDOWN"],
+                           capture_output=True, timeout=30)
+        else:
+            self.note(f"kill -9 Redis (pid {pid})")
+            if pid:
+                os.kill(pid, signal.SIGKILL)
+        deadline = time.time() + 30
+        while pid and time.time() < deadline and Path(f"/proc/{pid}").exists():
+            time.sleep(0.05)
+        time.sleep(2.0)
+        st.wait_ports_free([st.port["redis"]], timeout=30)
+        st.script("redis", "start")
+        self.note("Redis started again")
+
+    def faults(self, *faults):
+        for f in faults:
+            http_json(self.stack.port["admin"], "PUT", "/faults", f)
+        self.note("sandbox faults " + " ".join(json.dumps(f, separators=(",", ":")) for f in faults))
+
+    def clear_faults(self):
+        http_json(self.stack.port["admin"], "DELETE", "/faults")
+        if self.latency:
+            http_json(self.stack.port["admin"], "PUT", "/faults", {"delay_ms": self.latency})
+        self.note("sandbox faults cleared" + (f" (delay_ms {self.latency} kept)" if self.latency else ""))
+
+    def connection_pids(self, service):
+        out = self.stack.ctl("list_connections", "-s", "pid", "client_properties")
+        return [line.split("\t", 1)[0] for line in out.splitlines()
+                if f'{{"connection_name","{service}@' in line]
+
+    def close_connections(self, service):
+        """Closes the service's connections, looked up before the broadcast (rabbitmqctl takes 0.5-3 s
+        a call on a busy machine), or now if those are gone."""
+        st = self.stack
+        pids = self.known_connections.get(service) or self.connection_pids(service)
+        closed = 0
+        for pid in pids:
+            try:
+                st.ctl("close_connection", pid, "chaos: closed by the broker")
+                closed += 1
+            except RuntimeError as e:
+                self.note(f"close_connection {pid}: {e}")
+        if not closed:
+            for pid in self.connection_pids(service):
+                st.ctl("close_connection", pid, "chaos: closed by the broker")
+                closed += 1
+        self.note(f"closed {closed} AMQP connection(s) of {service}")
+
+
+# Each scenario: events (trigger, action). Triggers: ("delivered", f) = sandbox accepted >= f of the live
+# tokens; ("batches", f) = push-render published >= f of the expected batches; ("refused", f) = the
+# sandbox answered 410 to >= f of the dead tokens; ("after", s) = s seconds after the previous event.
+SCENARIOS = collections.OrderedDict([
+    ("kill-send", dict(doc="kill -9 push-send at 30% and 60% delivered, restarted", events=[
+        (("delivered", 0.3), lambda r: r.kill_service("push-send")),
+        (("delivered", 0.6), lambda r: r.kill_service("push-send"))])),
+    ("kill-render", dict(doc="kill -9 push-render mid fan-out (30% of its batches), restarted", render_rounds=True, events=[
+        (("batches", 0.3), lambda r: r.kill_service("push-render"))])),
+    ("kill-feedback", dict(doc="kill -9 push-feedback while dead tokens are reported, restarted", dead_share=0.05, events=[
+        (("refused", 0.3), lambda r: r.kill_service("push-feedback"))])),
+    ("rabbit-stop", dict(doc="RabbitMQ stopped and started at 30% delivered", events=[
+        (("delivered", 0.3), lambda r: r.rabbit("stop"))])),
+    ("rabbit-kill", dict(doc="RabbitMQ kill -9 and started at 30% delivered", events=[
+        (("delivered", 0.3), lambda r: r.rabbit("kill"))])),
+    ("redis-shutdown", dict(doc="Redis SHUTDOWN and started at 30% delivered", events=[
+        (("delivered", 0.3), lambda r: r.redis("shutdown"))])),
+    ("redis-kill", dict(doc="Redis kill -9 (AOF everysec) and started at 30% delivered", events=[
+        (("delivered", 0.3), lambda r: r.redis("kill"))])),
+    ("redis-fanout", dict(doc="Redis SHUTDOWN and started mid fan-out (30% of push-render's batches)", render_rounds=True, events=[
+        (("batches", 0.3), lambda r: r.redis("shutdown"))])),
+    ("apns-faults", dict(doc="sandbox: 10% 503 + 5% 429 + GOAWAY every 10,000 streams from 30% delivered for 10 s", events=[
+        (("delivered", 0.3), lambda r: r.faults({"status": 503, "rate": 0.1}, {"status": 429, "rate": 0.05}, {"goaway_every": 10000})),
+        (("after", 10), lambda r: r.clear_faults())])),
+    ("apns-drop", dict(doc="sandbox: connections dropped every 2,000 requests from 30% delivered for 10 s", events=[
+        (("delivered", 0.3), lambda r: r.faults({"drop_every": 2000})),
+        (("after", 10), lambda r: r.clear_faults())])),
+    ("apns-timeout", dict(doc="sandbox answers after 2.5 s (push-send timeout 1 s) from 30% delivered for 5 s",
+                          env={"push-send": {"PUSH_SEND_REQUEST_TIMEOUT_S": "1"}}, events=[
+        (("delivered", 0.3), lambda r: r.faults({"delay_ms": 2500})),
+        (("after", 5), lambda r: r.clear_faults())])),
+    ("close-send", dict(doc="push-send's AMQP connection closed by the broker at 30% delivered", connections=["push-send"], events=[
+        (("delivered", 0.3), lambda r: r.close_connections("push-send"))])),
+    ("close-render", dict(doc="push-render's AMQP connection closed by the broker mid fan-out", render_rounds=True,
+                          connections=["push-render"], events=[
+        (("batches", 0.3), lambda r: r.close_connections("push-render"))])),
+])
+SMOKE = ["kill-send-once", "rabbit-stop"]
+SCENARIOS["kill-send-once"] = dict(doc="kill -9 push-send once at 30% delivered, restarted (smoke)", smoke_only=True, events=[
+    (("delivered", 0.3), lambda r: r.kill_service("push-send"))])
+
+
+def make_tokens(n, salt):
+    return [hashlib.sha256(f"chaos:{salt}:{i}".encode()).hexdigest() for i in range(n)]
+
+
+def register(stack, tokens):
+    """Publishes one push.registrations message per token (users of 2 tokens, topics), waits for Redis."""
+    t0 = time.time()
+    conn = pika.BlockingConnection(pika.URLParameters(stack.amqp_url))
+    try:
+        ch = conn.channel()
+        ch.confirm_delivery()
+        props = pika.BasicProperties(content_type="application/json", delivery_mode=2)
+        # Confirms for the lot: publish in a transaction-free burst on a second channel, then one
+        # confirmed message at the end; the Redis count below is the real check.
+        burst = conn.channel()
+        for i, tok in enumerate(tokens):
+            body = json.dumps({"app": APP, "token": tok, "user": f"user{i // 2}", "locale": "en",
+                               "environment": "production", "topics": ["chaos", f"t{i % 10}"]},
+                              separators=(",", ":"))
+            burst.basic_publish("push", "registration", body, props)
+            if i % 5000 == 4999:
+                conn.process_data_events(0)
+        ch.basic_publish("push", "registration", json.dumps({"app": APP, "token": tokens[0], "user": "user0", "locale": "en",
+                         "environment": "production", "topics": ["chaos", "t0"]}), props, mandatory=True)
+    finally:
+        conn.close()
+    key = f"push:{{{APP}}}:tokens"
+    deadline = time.time() + 60 + len(tokens) / 1000
+    count = 0
+    while time.time() < deadline:
+        count = int(stack.redis("SCARD", key) or 0)
+        if count >= len(tokens):
+            log(f"  {len(tokens)} tokens registered in {time.time() - t0:.1f}s")
+            return
+        if stack.procs["push-ingest"].poll() is not None:
+            raise SetupError("push-ingest exited while registering")
+        time.sleep(0.2)
+    raise SetupError(f"only {count} of {len(tokens)} tokens in Redis after registering")
+
+
+def publish_request(stack, request_id):
+    conn = pika.BlockingConnection(pika.URLParameters(stack.amqp_url))
+    try:
+        ch = conn.channel()
+        ch.confirm_delivery()
+        body = {"id": request_id, "app": APP, "to": {"all": True},
+                "payload": {"aps": {"alert": {"title": "Chaos", "body": "Every token once"}, "badge": 1},
+                            "chaos": request_id}}
+        ch.basic_publish("push", "request", json.dumps(body), pika.BasicProperties(
+            content_type="application/json", delivery_mode=2), mandatory=True)
+    finally:
+        conn.close()
+
+
+def stats(stack):
+    return http_json(stack.port["admin"], "GET", "/stats", timeout=5)
+
+
+def answered(st):
+    return int(st.get("requests", 0))
+
+
+def run_scenario(stack, name, latency, n_tokens):
+    spec = SCENARIOS[name]
+    r = Run(stack, name, latency, n_tokens)
+    stack.logdir = stack.out / f"{name}-{latency}"
+    shutil.rmtree(stack.logdir, ignore_errors=True)
+    stack.logdir.mkdir(parents=True)
+    stack.extra_env = {k: dict(v) for k, v in spec.get("env", {}).items()}
+    if spec.get("render_rounds"):
+        # Ten rounds of fan-out whatever the token count, so there is a "mid fan-out" to hit.
+        stack.extra_env.setdefault("push-render", {})["PUSH_RENDER_ROUND_TOKENS"] = str(max(500, n_tokens // 10))
+    log(f"scenario {name} at {latency} ms: {spec['doc']}")
+    result = dict(scenario=name, latency=latency, targeted=0, delivered=0, lost=0, duplicates=0, bound=0,
+                  drain=None, dead_letters=0, status="FAIL", why=[], notes=r.notes, at=[])
+
+    # fresh data, sandbox and services
+    if not stack.servers_up:
+        stack.start_servers()
+    try:
+        stack.queues()
+    except Exception:  # the broker may have been left down by an interrupted scenario
+        stack.script("rabbitmq", "start")
+    if stack.redis("PING") != "PONG":
+        stack.script("redis", "start")
+    stack.reset_data()
+    stack.wait_ports_free([p for k, p in stack.port.items() if k not in ("amqp", "redis")])
+    stack.start_sandbox()
+    for s in SERVICES:
+        stack.start_service(s, wait=False)
+    for s in SERVICES:
+        stack.wait_ready(s)
+
+    tokens = make_tokens(n_tokens, f"{name}-{latency}")
+    register(stack, tokens)
+    dead_n = max(10, int(n_tokens * spec.get("dead_share", 0.01)))
+    r.dead = tokens[::max(1, n_tokens // dead_n)][:dead_n]
+    dead_set = set(r.dead)
+    r.live = [t for t in tokens if t not in dead_set]
+    now_ms = int(time.time() * 1000)
+    conn = http.client.HTTPConnection("127.0.0.1", stack.port["admin"], timeout=5)
+    for t in r.dead:
+        conn.request("PUT", f"/tokens/{t}", body=json.dumps({"state": "unregistered", "timestamp": now_ms + 1}),
+                     headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        resp.read()
+        if resp.status >= 300:
+            raise SetupError(f"PUT /tokens -> {resp.status}")
+    conn.close()
+    if latency:
+        http_json(stack.port["admin"], "PUT", "/faults", {"delay_ms": latency})
+    live_n = len(r.live)
+    for service in spec.get("connections", []):
+        r.known_connections[service] = r.connection_pids(service)
+    expected_batches = max(1, n_tokens // 500)
+
+    # the broadcast, the faults
+    request_id = f"chaos-{name}-{latency}-{int(time.time())}"
+    t_pub = time.time()
+    publish_request(stack, request_id)
+    events = list(spec["events"])
+    last_event_t = t_pub
+    event_deadline = t_pub + 120
+    while events and time.time() < event_deadline:
+        (kind, value), action = events[0]
+        try:
+            t_call = time.time()
+            st = stats(stack)
+            if time.time() - t_call > 2:
+                r.note(f"apns-sandbox's GET /stats took {time.time() - t_call:.1f}s")
+        except OSError:
+            time.sleep(0.05)
+            continue
+        delivered = int(st.get("delivered", 0))
+        if kind == "delivered":
+            due = delivered >= value * live_n
+        elif kind == "refused":
+            due = int(st.get("by_status", {}).get("410", 0)) >= value * len(r.dead)
+        elif kind == "batches":
+            b = metric(stack.port["push-render"], "push_render_batches_published_total", timeout=1)
+            due = b is not None and b >= value * expected_batches
+        else:  # after
+            due = time.time() - last_event_t >= value
+        # Everything delivered before the trigger: fire anyway (and say so).
+        if not due and kind != "after" and delivered >= live_n:
+            r.note(f"trigger {kind} {value} not reached before the end of the broadcast; firing late")
+            due = True
+        if due:
+            frac = delivered / max(1, live_n)
+            gauge = metric(stack.port["push-send"], "push_send_in_flight", timeout=1)
+            r.note(f"trigger {kind} {value}: {delivered} delivered, {time.time() - t_pub:.2f}s after the request, "
+                   f"push_send_in_flight {gauge}")
+            r.injected_at.append(f"{frac * 100:.0f}%")
+            try:
+                action(r)
+            except Exception as e:  # noqa: BLE001
+                result["why"].append(f"fault action failed: {e}")
+                r.note(f"fault action failed: {e}")
+            last_event_t = time.time()
+            events.pop(0)
+            continue
+        time.sleep(0.02 if kind != "after" else 0.2)
+    if events:
+        result["why"].append("faults not all injected within 120 s")
+    result["at"] = r.injected_at
+
+    # drain
+    drain_s, drained, qs = wait_drained(stack, r, t_pub, live_n)
+    result["drain"] = drain_s
+    if not drained:
+        result["why"].append(f"not drained within {stack.args.drain_timeout}s")
+
+    # check (push-send's counters first: stop_all ends the process)
+    r.lost_answers = lost_answers(stack.port["push-send"])
+    check(stack, r, result, qs, tokens)
+    statuses = stack.stop_all()
+    for svc, code in statuses.items():
+        if code not in (0, None):
+            result["why"].append(f"{svc} exited {code} on SIGTERM")
+    result["status"] = "PASS" if not result["why"] else "FAIL"
+    return result
+
+
+WORK_QUEUES = ("push.requests", "push.registrations", "push.send", "push.feedback")
+
+
+def wait_drained(stack, r, t_pub, live_n):
+    """Until the sandbox's answers stand still and every queue but push.dead is empty."""
+    quiet = 5.0
+    deadline = t_pub + stack.args.drain_timeout
+    last, last_change, qs = None, time.time(), {}
+    removed_target = len(r.dead)
+    while time.time() < deadline:
+        try:
+            st = stats(stack)
+        except OSError:
+            time.sleep(0.5)
+            continue
+        key = (answered(st), int(st.get("delivered", 0)))
+        now = time.time()
+        if key != last:
+            last, last_change = key, now
+        if now - last_change >= quiet:
+            try:
+                qs = stack.queues()
+            except Exception as e:  # noqa: BLE001
+                log(f"  list_queues: {e}")
+                time.sleep(1)
+                continue
+            busy = {q: v for q, v in qs.items() if q != "push.dead" and v[0] > 0}
+            if not busy:
+                removed = count_removed(stack, r.dead)
+                if removed >= removed_target or now - last_change >= quiet + 10:
+                    return last_change - t_pub, True, qs
+            time.sleep(1.0)
+            continue
+        time.sleep(0.25)
+    try:
+        qs = stack.queues()
+    except Exception:  # noqa: BLE001
+        pass
+    return last_change - t_pub, False, qs
+
+
+def count_removed(stack, dead):
+    key = f"push:{{{APP}}}:tokens"
+    replies = stack.redis_pipe([["SISMEMBER", key, t] for t in dead])
+    return sum(1 for x in replies if x.strip().endswith("0"))
+
+
+def deliveries(stack):
+    """Accepted deliveries by token (from GET /deliveries), and how many carried an apns-collapse-id."""
+    data = http_json(stack.port["admin"], "GET", f"/deliveries?limit={stack.args.tokens * 4 + 1000}", timeout=120)
+    items = data.get("deliveries", [])
+    collapsed = sum(1 for d in items if "apns-collapse-id" in (d.get("headers") or {}))
+    return collections.Counter(d["token"] for d in items), collapsed
+
+
+def check(stack, r, result, qs, tokens):
+    st = stats(stack)
+    counts, collapsed = deliveries(stack)
+    total = int(st.get("delivered", 0))
+    recorded = sum(counts.values())
+    live = set(r.live)
+    delivered = sum(1 for t in live if counts.get(t, 0) > 0)
+    lost = [t for t in r.live if counts.get(t, 0) == 0]
+    dups = total - len(counts) if recorded == total else None
+    if "duplicates" in st:
+        dups_stats = int(st["duplicates"])
+        if dups is not None and dups != dups_stats:
+            r.note(f"duplicates: /deliveries says {dups}, /stats says {dups_stats}")
+        dups = dups_stats if dups is None else dups
+    if dups is None:
+        dups = total - delivered
+        r.note(f"/deliveries holds {recorded} of {total} accepted; duplicates estimated")
+    stray = [t for t in counts if t not in live]
+    if dups:
+        r.note(f"{collapsed} of {recorded} recorded deliveries carry apns-collapse-id; sandbox "
+               f"goaways {st.get('goaways')}, dropped connections {st.get('dropped_connections')}, "
+               f"by status {st.get('by_status')}")
+    result.update(targeted=len(tokens), delivered=delivered, lost=len(lost), duplicates=dups,
+                  dead_letters=qs.get("push.dead", (0, 0, 0))[0])
+    # The honest duplicates: what APNs may have accepted while its answer was on the wire. After a
+    # kill -9 that is at most the window in flight (push_send_window_size just before each kill);
+    # where answers were lost to dropped connections or timeouts, at most one per lost answer (the
+    # retries push-send counted for ConnectionLost, Timeout, ProtocolError); otherwise 0.1%.
+    bound = int(len(tokens) * 0.001)
+    if r.window_at_kills:
+        bound = max(bound, sum(r.window_at_kills))
+        r.note(f"duplicates {dups}: bound {bound} = push_send_window_size at the kills {r.window_at_kills}; "
+               f"push_send_in_flight (window + waiting) at the kills {r.in_flight_at_kills}")
+    if getattr(r, "lost_answers", 0):
+        bound = max(bound, r.lost_answers + (sum(r.window_at_kills) if r.window_at_kills else 0))
+        r.note(f"answers lost on the wire (retries for {', '.join(LOST_ANSWER_REASONS)}): {r.lost_answers}")
+    result["bound"] = bound
+    if lost:
+        result["lost_sample"] = [t for t in lost[:5]]
+        result["why"].append(f"{len(lost)} live tokens never accepted (e.g. {lost[0][:16]}…)")
+    if dups > bound:
+        worst = counts.most_common(3)
+        result["dup_sample"] = [f"{t} x{c}" for t, c in counts.most_common(5) if c > 1]
+        result["why"].append(f"{dups} duplicates > bound {bound} (most repeated: "
+                             + ", ".join(f"{t[:12]}…×{c}" for t, c in worst) + ")")
+    if stray:
+        result["why"].append(f"{len(stray)} accepted deliveries to dead tokens")
+    removed = count_removed(stack, r.dead)
+    result["dead_removed"] = f"{removed}/{len(r.dead)}"
+    if removed != len(r.dead):
+        result["why"].append(f"only {removed} of {len(r.dead)} dead tokens removed from Redis")
+    left = int(stack.redis("SCARD", f"push:{{{APP}}}:tokens") or 0)
+    if left != len(r.live):
+        result["why"].append(f"{left} tokens left in Redis, expected the {len(r.live)} live ones")
+    busy = {q: v[0] for q, v in qs.items() if q != "push.dead" and v[0] > 0}
+    if busy:
+        result["why"].append("messages left in " + ", ".join(f"{q} ({n})" for q, n in sorted(busy.items())))
+    if result["dead_letters"]:
+        result["why"].append(f"{result['dead_letters']} dead letters in push.dead (none intended)")
+        result["dead_letter_sample"] = peek_dead(stack)
+    result["stats"] = {k: st.get(k) for k in ("requests", "delivered", "by_status", "by_reason", "goaways",
+                                              "dropped_connections", "distinct_delivered", "duplicates") if k in st}
+
+
+def peek_dead(stack, n=3):
+    out = []
+    conn = pika.BlockingConnection(pika.URLParameters(stack.amqp_url))
+    try:
+        ch = conn.channel()
+        for _ in range(n):
+            m, props, body = ch.basic_get("push.dead", auto_ack=False)
+            if m is None:
+                break
+            out.append(f"x-push-error={(props.headers or {}).get('x-push-error')!r} body={body[:160]!r}")
+        ch.close()   # unacked messages return to the queue
+    finally:
+        conn.close()
+    return out
+
+
+def print_table(results):
+    head = ["scenario", "latency", "targeted", "delivered", "lost", "duplicates", "bound", "drain s", "dead letters",
+            "dead removed", "fault at", "result"]
+    rows = [[r["scenario"], f"{r['latency']} ms", str(r["targeted"]), str(r["delivered"]), str(r["lost"]),
+             str(r["duplicates"]), str(r["bound"]), "-" if r["drain"] is None else f"{r['drain']:.1f}",
+             str(r["dead_letters"]), r.get("dead_removed", "-"), ",".join(r.get("at", [])) or "-", r["status"]]
+            for r in results]
+    widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(head)]
+    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths))  # noqa: E731
+    print()
+    print(line(head))
+    print(line(["-" * w for w in widths]))
+    for row in rows:
+        print(line(row))
+    for r in results:
+        if r["why"]:
+            print(f"{r['scenario']} @ {r['latency']} ms: " + "; ".join(r["why"]))
+            for t in r.get("lost_sample", []):
+                print(f"    lost: {t}")
+            for t in r.get("dup_sample", []):
+                print(f"    repeated: {t}")
+            for s in r.get("dead_letter_sample", []):
+                print(f"    dead letter: {s}")
+    print()
+
+
+def main():
+    ap = argparse.ArgumentParser(prog="chaos", description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
+    ap.add_argument("--scenario", action="append", default=[], metavar="NAME", help="run this scenario (repeatable)")
+    ap.add_argument("--all", action="store_true", help="every scenario, one after another (the default)")
+    ap.add_argument("--latency", choices=["0", "150", "both"], default="both")
+    ap.add_argument("--tokens", type=int, default=None, help="tokens registered (default 100000; 3000 with --smoke)")
+    ap.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    ap.add_argument("--smoke", action="store_true", help="kill -9 push-send once and restart RabbitMQ, 3,000 tokens, loopback")
+    ap.add_argument("--bin-dir", default=str(ROOT / ".build" / "release"))
+    ap.add_argument("--drain-timeout", type=float, default=None, help="seconds from the broadcast to drained (default 300; 120 with --smoke)")
+    ap.add_argument("--log-level", default="info")
+    ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    args = ap.parse_args()
+
+    if args.list:
+        for name, spec in SCENARIOS.items():
+            print(f"{name:15s} {spec['doc']}")
+        return 0
+    if args.smoke:
+        names = args.scenario or SMOKE
+        latencies = [0] if args.latency == "both" else [int(args.latency)]
+        args.tokens = args.tokens or 3000
+        args.drain_timeout = args.drain_timeout or 120
+    else:
+        names = args.scenario or [n for n, s in SCENARIOS.items() if not s.get("smoke_only")]
+        latencies = {"0": [0], "150": [150], "both": [0, 150]}[args.latency]
+        args.tokens = args.tokens or 100_000
+        args.drain_timeout = args.drain_timeout or 300
+    for n in names:
+        if n not in SCENARIOS:
+            print(f"chaos: unknown scenario {n!r} (see --list)", file=sys.stderr)
+            return 2
+    if args.tokens < 100:
+        print("chaos: --tokens must be at least 100", file=sys.stderr)
+        return 2
+    missing = [b for b in ["apns-sandbox", *SERVICES] if not (Path(args.bin_dir) / b).is_file()]
+    if missing:
+        print(f"chaos: missing in {args.bin_dir}: {', '.join(missing)} (swift build first)", file=sys.stderr)
+        return 3
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
+    stack = Stack(args)
+    results = []
+    rc = 0
+    t0 = time.time()
+    try:
+        stack.start_servers()
+        for latency in latencies:
+            for name in names:
+                try:
+                    res = run_scenario(stack, name, latency, args.tokens)
+                except (SetupError, RuntimeError, OSError, pika.exceptions.AMQPError, subprocess.SubprocessError) as e:
+                    log(f"scenario {name} at {latency} ms could not run: {e}")
+                    res = dict(scenario=name, latency=latency, targeted=args.tokens, delivered=0, lost=0, duplicates=0,
+                               bound=0, drain=None, dead_letters=0, status="FAIL", why=[f"error: {e}"], at=[])
+                    stack.stop_all()
+                results.append(res)
+                log(f"scenario {name} at {latency} ms: {res['status']}"
+                    + (" — " + "; ".join(res["why"]) if res["why"] else ""))
+    except Interrupted as e:
+        log(f"interrupted ({e}); stopping everything")
+        rc = 130
+    except SetupError as e:
+        log(f"setup failed: {e}")
+        rc = 3
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        stack.stop_all()
+        stack.stop_servers()
+    if results:
+        print_table(results)
+    passed = sum(1 for r in results if r["status"] == "PASS")
+    failed = len(results) - passed
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2, default=str))
+    log(f"logs in {stack.out}; {time.time() - t0:.0f}s in all")
+    print(f"{passed} passed, {failed} failed")
+    if rc:
+        return rc
+    return 1 if failed or not results else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
