@@ -212,6 +212,10 @@ final class ClientConnection: @unchecked Sendable {
         }
     }
 
+    /// How long queued work may wait while every open connection is full before another opens: far
+    /// longer than a loopback server takes to free a stream, far shorter than Apple's round trip.
+    static let growthWait: UInt64 = 25_000_000
+
     /// How long queued work may wait for a woken connection before an unwoken one connects.
     static let unwokenGrace: UInt64 = 20_000_000
 
@@ -247,10 +251,14 @@ final class ClientConnection: @unchecked Sendable {
         guard self.session != nil else { return }
 
         let room = streamLimit - streams.count
-        slot.freeStreams.store(goawayLastStreamID == nil ? max(room, 0) : 0, ordering: .relaxed)
-        if room <= 0, settingsReceived, !shared.queue.isEmpty {
-            // Full with work waiting: another connection opens if every open one is full too.
-            shared.wakeups.wakeOne()
+        // Before the server's SETTINGS only one stream may open, but the connection will carry many
+        // soon: it counts as having room, so callers wait for it instead of opening more connections.
+        let expectedRoom = settingsReceived ? room : Self.streamCeiling - streams.count
+        slot.freeStreams.store(goawayLastStreamID == nil ? max(expectedRoom, 0) : 0, ordering: .relaxed)
+        if room <= 0, settingsReceived, let oldest = shared.queue.oldestEnqueuedAt(), now >= oldest &+ Self.growthWait {
+            // Full, and work has waited for a stream long enough that answers come slowly (a far
+            // server): another connection opens (one at a time).
+            shared.wakeups.openAnother()
         }
         slot.sleeping.store(true, ordering: .sequentiallyConsistent)
         if room > 0, goawayLastStreamID == nil, !shared.queue.isEmpty {

@@ -48,9 +48,10 @@ final class WakeSlot: Sendable {
     }
 }
 
-/// The client's connections' slots: hands work to an open connection with room, round robin, and
-/// opens another only when every open one carries all the streams the server allows (so a loopback
-/// server is served by one connection, and Apple's round trip by as many as its load needs).
+/// The client's connections' slots. Work goes to an open connection with room, round robin; another
+/// connection opens only when work has waited ``ClientConnection/growthWait`` while every open one
+/// carried all the streams the server allows (``openAnother()``), so a loopback server is served by
+/// one connection and Apple's round trip by as many as its load needs.
 final class ConnectionWakeups: Sendable {
     let slots: [WakeSlot]
     private let next = Atomic<Int>(0)
@@ -64,20 +65,26 @@ final class ConnectionWakeups: Sendable {
     }
 
     /// Wakes one open connection with room if it sleeps (an awake one picks the work up on its next
-    /// pass); when every open connection is full and none is connecting, wakes a closed one to connect.
+    /// pass). With no connection open or opening, wakes a closed one to connect.
     func wakeOne() {
         let count = slots.count
         let start = next.add(1, ordering: .relaxed).oldValue
+        var anyOpen = false
         for offset in 0..<count {
             let slot = slots[(start &+ offset) % count]
-            guard slot.isOpen.load(ordering: .acquiring), slot.freeStreams.load(ordering: .relaxed) > 0 else { continue }
+            guard slot.isOpen.load(ordering: .acquiring) else { continue }
+            anyOpen = true
+            guard slot.freeStreams.load(ordering: .relaxed) > 0 else { continue }
             if slot.sleeping.exchange(false, ordering: .acquiringAndReleasing) { slot.wake() }
             return
         }
+        if !anyOpen { openAnother() }
+    }
+
+    /// Wakes a closed connection to connect, unless one is connecting already.
+    func openAnother() {
         guard connecting.load(ordering: .acquiring) == 0 else { return }
-        for offset in 0..<count {
-            let slot = slots[(start &+ offset) % count]
-            guard !slot.isOpen.load(ordering: .acquiring) else { continue }
+        for slot in slots where !slot.isOpen.load(ordering: .acquiring) {
             if slot.sleeping.exchange(false, ordering: .acquiringAndReleasing) {
                 slot.wake()
                 return

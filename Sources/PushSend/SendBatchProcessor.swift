@@ -330,7 +330,7 @@ public struct SendBatchProcessor: Sendable {
                         }
                         if outcome == .delivered {
                             // The place in the window is freed once the dedupe mark is in Redis.
-                            marker.whenWritten(through: marker.mark(key: markKey, bit: DeliveryMarks.acceptedBit(slot: slot)), settle)
+                            marker.mark(key: markKey, bit: DeliveryMarks.acceptedBit(slot: slot), then: settle)
                         } else {
                             settle()
                         }
