@@ -12,6 +12,9 @@ public struct APNsResponse: Sendable, Equatable {
     public var reason: APNsReason?
     /// For 410: when APNs learned the token was no longer valid (ms since 1970).
     public var timestamp: Int64?
+    /// From the request's stream opening to the answer: APNs' own latency, without the time the
+    /// request waited in the client for a stream (nil when built by hand).
+    public var roundTrip: Duration?
 
     public init(status: Int, apnsID: String? = nil, apnsUniqueID: String? = nil, reason: APNsReason? = nil, timestamp: Int64? = nil) {
         self.status = status

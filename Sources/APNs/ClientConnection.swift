@@ -56,6 +56,8 @@ final class ClientConnection: @unchecked Sendable {
         var apnsID: String?
         var apnsUniqueID: String?
         var body: [UInt8] = []
+        /// When the stream was opened (monotonic ns).
+        let openedAt = monotonicNanoseconds()
 
         init(request: PendingRequest, tokenIssuedAt: Int64?) {
             self.request = request
@@ -781,7 +783,8 @@ final class ClientConnection: @unchecked Sendable {
             }
             return 0
         }
-        let response = APNsResponse(status: status, apnsID: stream.apnsID, apnsUniqueID: stream.apnsUniqueID, body: stream.body)
+        var response = APNsResponse(status: status, apnsID: stream.apnsID, apnsUniqueID: stream.apnsUniqueID, body: stream.body)
+        response.roundTrip = .nanoseconds(Int64(monotonicNanoseconds() &- stream.openedAt))
         if response.reason == .expiredProviderToken, let tokens = shared.tokens, let issuedAt = stream.tokenIssuedAt,
             tokens.expired(usedIssuedAt: issuedAt), stream.request.claimFreshTokenResend()
         {

@@ -314,16 +314,18 @@ public struct SendBatchProcessor: Sendable {
                     let started = ContinuousClock.now
                     client.send(decoded.notification(token: batch.tokens[indices[position]], collapseID: collapseID), timeout: timeout) { result in
                         let outcome = Self.outcome(of: result, atMostOnce: atMostOnce)
-                        let answeredAt: ContinuousClock.Instant?
-                        if case .success = result {
-                            answeredAt = .now
-                            metrics.latency.recordNanoseconds(Self.nanoseconds(answeredAt! - started))
+                        // APNs' own latency, without the time the request waited for a stream: the
+                        // window sizes itself by it (a queue in front of full connections must not
+                        // look like a far server).
+                        let roundTrip: Duration?
+                        if case .success(let response) = result {
+                            metrics.latency.recordNanoseconds(Self.nanoseconds(ContinuousClock.now - started))
+                            roundTrip = response.roundTrip
                         } else {
-                            answeredAt = nil
+                            roundTrip = nil
                         }
                         let settle: @Sendable () -> Void = {
-                            // Only answered sends say how long a round trip takes (a refused connect takes none).
-                            window.release(holding: answeredAt.map { _ in ContinuousClock.now - started })
+                            window.release(holding: roundTrip)
                             if outcome != .unfinished { metrics.sent.increment() }
                             metrics.inFlight(-1)
                             collector.record(position, outcome)

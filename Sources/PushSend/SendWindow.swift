@@ -69,8 +69,8 @@ final class SendWindow: Sendable {
         return 1 + extra
     }
 
-    /// Frees a place held for `holding` (sent → settled; nil when nothing was sent), handing it, and
-    /// any the window grew by, to the longest waiters.
+    /// Frees a place, handing it, and any the window grew by, to the longest waiters. `holding` is
+    /// the notification's APNs round trip (nil when it got no answer), for the ``WindowSizer``.
     func release(holding: Duration?) {
         let now = ContinuousClock.now
         var ready: [CheckedContinuation<Void, Never>] = []

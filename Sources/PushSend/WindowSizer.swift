@@ -1,9 +1,9 @@
 /// Sizes push-send's in-flight window (``SendWindow``) from what it measures, by Little's law: the
 /// notifications that must be in the air to keep a rate R over a round trip T are R × T.
 ///
-/// Every ``period`` it takes the rate of settled notifications and the shortest time a notification
-/// held its place (sent → answered → dedupe mark written) over the last ``roundTripPeriods`` periods,
-/// the round trip without queueing, and aims for `rate × round trip × headroom`, between ``floor``
+/// Every ``period`` it takes the rate of settled notifications and the shortest APNs round trip
+/// (stream opened → answer, so no time spent queueing in the client) over the last
+/// ``roundTripPeriods`` periods, and aims for `rate × round trip × headroom`, between ``floor``
 /// and ``ceiling``. When the window is what limits the rate (Apple's ~150 ms round trip) the aim is
 /// `headroom ×` the window, so it grows, at most doubling per period, until CPU or the ceiling
 /// limits the rate; when something else limits it (loopback, CPU-bound) the aim settles at a few
@@ -33,7 +33,7 @@ struct WindowSizer: Sendable, Equatable {
         size = self.floor
     }
 
-    /// One notification settled after holding its place for `holding` (nil: it never went out).
+    /// One notification settled; `holding` is its APNs round trip (nil: it got no answer).
     mutating func settled(holding: Duration?) {
         settledInPeriod += 1
         if let holding, holding < (shortestInPeriod ?? .seconds(3600)) { shortestInPeriod = holding }
