@@ -25,6 +25,7 @@
 # ("en-US,de-DE,fr-FR,ja-JP,zh-Hant-TW"), BROADCAST_BENCH_SANDBOX_EVERY (10: every 10th token is a
 # sandbox-environment device), BROADCAST_BENCH_TIMEOUT_S (900: the broadcast's bound),
 # BROADCAST_BENCH_STALL_S (120: fail when no delivery for that long), BROADCAST_BENCH_POLL_MS (50),
+# BROADCAST_BENCH_APPENDFSYNC (unset: everysec as scripts/redis.sh; `always` to measure its cost),
 # BROADCAST_BENCH_DELAY_MS (unset: the sandbox answers at once; e.g. 150 for Apple's latency, set
 # with PUT /faults {"delay_ms": N}), BROADCAST_BENCH_PUSHCTL_COUNT (300000),
 # BROADCAST_BENCH_PUSHCTL_CONCURRENCY (1000), BROADCAST_BENCH_IDLE_S (30),
@@ -143,7 +144,11 @@ for _ in $(seq 1 1200); do
     redis-cli -p "$REDIS_PORT" INFO persistence | grep -qE 'aof_rewrite_(in_progress|scheduled):1' || break
     sleep 0.25
 done
-say "Redis: $(redis-cli -p "$REDIS_PORT" DBSIZE) keys, used_memory $(redis-cli -p "$REDIS_PORT" INFO memory | sed -n 's/^used_memory_human:\(.*\)\r$/\1/p')"
+# BROADCAST_BENCH_APPENDFSYNC=always measures what closing Redis' kill -9 window costs.
+if [[ -n ${BROADCAST_BENCH_APPENDFSYNC:-} ]]; then
+    redis-cli -p "$REDIS_PORT" CONFIG SET appendfsync "$BROADCAST_BENCH_APPENDFSYNC" >/dev/null
+fi
+say "Redis: appendfsync $(redis-cli -p "$REDIS_PORT" CONFIG GET appendfsync | tail -1), $(redis-cli -p "$REDIS_PORT" DBSIZE) keys, used_memory $(redis-cli -p "$REDIS_PORT" INFO memory | sed -n 's/^used_memory_human:\(.*\)\r$/\1/p')"
 
 # apns-sandbox: generated CA, a small delivery record, exact duplicate counting when it can.
 SANDBOX_FLAGS=()

@@ -9,6 +9,7 @@ public import Redis
 /// |---|---|---|
 /// | `{prefix}:{<app>}:render:<request id>` | hash | `state` (`running`/`done`), `position` (the scan position after the last confirmed round), `scan_epoch` (the Redis `run_id` that position belongs to), `sequence` (batches published so far), `tokens`, `skipped`, `updated_at` (ms) |
 /// | `{prefix}:{<app>}:render:<request id>:lease` | string | the owning instance's id, with a TTL (``RenderConfiguration/leaseDuration``) |
+/// | `{prefix}:{<app>}:render:<request id>:rendered` | string | 8 bytes (little-endian) for each token rendered so far, its ``TokenDeduplicator`` fingerprint; read only to resume after a Redis restart; deleted when the request is done |
 ///
 /// Both carry the app's hash tag, so each script touches one Redis Cluster slot; the hash expires
 /// ``RenderConfiguration/progressTTL`` after its last write. Every write checks the lease first, so an
@@ -28,6 +29,39 @@ public struct RenderProgressStore: Sendable {
 
     public func progressKey(app: String, requestID: String) -> String { "\(keyPrefix):{\(app)}:render:\(requestID)" }
     public func leaseKey(app: String, requestID: String) -> String { progressKey(app: app, requestID: requestID) + ":lease" }
+    public func renderedKey(app: String, requestID: String) -> String { progressKey(app: app, requestID: requestID) + ":rendered" }
+
+    /// Appends the fingerprints of a round's rendered tokens (one `APPEND`, 8 bytes a token).
+    public func appendRendered(app: String, requestID: String, fingerprints: [UInt64]) async throws(RedisError) {
+        guard !fingerprints.isEmpty else { return }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(fingerprints.count * 8)
+        for fingerprint in fingerprints {
+            withUnsafeBytes(of: fingerprint.littleEndian) { bytes.append(contentsOf: $0) }
+        }
+        let key = renderedKey(app: app, requestID: requestID)
+        var append: RedisCommand = ["APPEND", key]
+        append.append(bytes)
+        var expire: RedisCommand = ["EXPIRE", key]
+        expire.append(Swift.max(1, Self.milliseconds(progressTTL) / 1000))
+        for reply in try await redis.pipeline([append, expire]) { _ = try reply.throwingServerError() }
+    }
+
+    /// The fingerprints of every token rendered so far for the request.
+    public func rendered(app: String, requestID: String) async throws(RedisError) -> [UInt64] {
+        let reply = try await redis.execute(RedisCommand(["GET", renderedKey(app: app, requestID: requestID)]))
+        guard let bytes = reply.bytes else { return [] }
+        var fingerprints: [UInt64] = []
+        fingerprints.reserveCapacity(bytes.count / 8)
+        var index = 0
+        while index + 8 <= bytes.count {
+            var value: UInt64 = 0
+            for offset in 0..<8 { value |= UInt64(bytes[index + offset]) << (8 * UInt64(offset)) }
+            fingerprints.append(value)
+            index += 8
+        }
+        return fingerprints
+    }
 
     /// What ``claim(app:requestID:owner:)`` found.
     public enum Claim: Sendable, Equatable {
@@ -82,7 +116,7 @@ public struct RenderProgressStore: Sendable {
         }
         let reply = try await redis.evalScript(
             Self.saveScript,
-            keys: [progressKey(app: app, requestID: requestID), leaseKey(app: app, requestID: requestID)],
+            keys: [progressKey(app: app, requestID: requestID), leaseKey(app: app, requestID: requestID), renderedKey(app: app, requestID: requestID)],
             args: args
         )
         return reply.integer == 1
@@ -123,7 +157,8 @@ public struct RenderProgressStore: Sendable {
         """
     )
 
-    /// `KEYS[1]` progress hash, `KEYS[2]` lease; `ARGV[1]` owner, `ARGV[2]` lease ms, `ARGV[3]` TTL s,
+    /// `KEYS[1]` progress hash, `KEYS[2]` lease, `KEYS[3]` rendered fingerprints (dropped when done);
+    /// `ARGV[1]` owner, `ARGV[2]` lease ms, `ARGV[3]` TTL s,
     /// `ARGV[4]` done (1/0), `ARGV[5…]` field/value pairs. Returns 1, or 0 when the request is already
     /// done or another owner holds the lease (an expired lease nobody took is simply ours again).
     static let saveScript = RedisScript(
@@ -136,7 +171,7 @@ public struct RenderProgressStore: Sendable {
         redis.call('HSET', KEYS[1], unpack(fields))
         redis.call('EXPIRE', KEYS[1], ARGV[3])
         if ARGV[4] == '1' then
-          redis.call('DEL', KEYS[2])
+          redis.call('DEL', KEYS[2], KEYS[3])
         else
           redis.call('PEXPIRE', KEYS[2], ARGV[2])
         end

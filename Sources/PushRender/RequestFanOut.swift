@@ -95,6 +95,9 @@ final class RequestFanOut {
         var skipped: [String: Int] = [:]
         var fallbackTokens = 0
         var truncatedTokens = 0
+        /// ``TokenDeduplicator`` fingerprints of the tokens in ``messages``, kept in Redis with the
+        /// progress so a resume after a Redis restart knows what was rendered.
+        var fingerprints: [UInt64] = []
         var skippedTotal: Int { skipped.values.reduce(0, +) }
     }
 
@@ -108,9 +111,17 @@ final class RequestFanOut {
         var totals = progress
         var position = progress.position ?? .start
         if progress.position != nil, progress.scanEpoch != scanEpoch, position.cursor != "0" {
+            // The tokens rendered before (their fingerprints, saved with every round) are skipped.
+            let rendered: [UInt64]
+            do {
+                rendered = try await dependencies.store.rendered(app: request.app.bundleID, requestID: request.id)
+            } catch {
+                throw .redis(error)
+            }
+            deduplicator.preload(rendered)
             logger.warning(
-                "Redis restarted since this request's last round: its scan cursor is void, so the current part is scanned again from its start (its earlier tokens may be sent twice)",
-                metadata: ["push.part": "\(position.part)", "push.batches": "\(progress.sequence)"]
+                "Redis restarted since this request's last round: its scan cursor is void, so the current part is scanned again from its start, skipping the tokens rendered before",
+                metadata: ["push.part": "\(position.part)", "push.batches": "\(progress.sequence)", "push.rendered": "\(rendered.count)"]
             )
             position.cursor = "0"
             totals.position = position
@@ -184,6 +195,7 @@ final class RequestFanOut {
         metrics.truncated.increment(by: round.truncatedTokens)
         for (reason, count) in round.skipped { metrics.skipped(reason, count: count) }
         do {
+            try await dependencies.store.appendRendered(app: request.app.bundleID, requestID: request.id, fingerprints: round.fingerprints)
             let saved = try await dependencies.store.save(
                 app: request.app.bundleID, requestID: request.id, owner: owner, progress: progress, now: dependencies.now())
             return .success(saved)
@@ -243,6 +255,7 @@ final class RequestFanOut {
                     properties: AMQPProperties(messageID: batchID, timestamp: UInt64(max(0, createdAt / 1000)))
                 ))
             round.tokens += tokens.count
+            for token in tokens { round.fingerprints.append(TokenDeduplicator.fingerprint(token.hex)) }
             if !variant.notification.deviceFallbackKeys.isEmpty { round.fallbackTokens += tokens.count }
             if variant.notification.truncated { round.truncatedTokens += tokens.count }
         }

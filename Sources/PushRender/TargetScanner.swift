@@ -158,6 +158,12 @@ struct TokenDeduplicator {
         return round.insert(fingerprint).inserted
     }
 
+    /// Records fingerprints of tokens rendered before (a resume after a Redis restart), so they are
+    /// not rendered again.
+    mutating func preload(_ fingerprints: [UInt64]) {
+        for fingerprint in fingerprints.prefix(capacity) { seen.insert(fingerprint) }
+    }
+
     /// Forgets the round-only fingerprints (called between rounds).
     mutating func endRound() {
         round.removeAll(keepingCapacity: true)
