@@ -73,6 +73,14 @@ public struct WorkQueue: Sendable, Hashable {
         "\(name).retry.\(Self.label(retryTiers[index]))"
     }
 
+    /// The retry queue for a message that went through `retries` tiers already, or nil when it
+    /// should be dead-lettered: `maximum` retries are used up, or `retries` is negative (the count
+    /// comes from a header anyone could set). Past the last tier it stays on the last (longest) one.
+    public func retryQueue(afterRetries retries: Int, maximum: Int) -> String? {
+        guard retries >= 0, retries < maximum, !retryTiers.isEmpty else { return nil }
+        return retryQueue(tier: Swift.min(retries, retryTiers.count - 1))
+    }
+
     /// All retry queue names with their delays, shortest first.
     public var retryQueues: [(name: String, delay: Duration)] {
         retryTiers.indices.map { (retryQueue(tier: $0), retryTiers[$0]) }

@@ -276,7 +276,7 @@ public struct FeedbackQueueConsumer: Service {
     /// A copy for the next retry tier, or a dead letter once ``maximumRetries`` are used up.
     private func retry(_ delivery: AMQPDelivery, error: RegistryError) -> Work {
         let retries = Int(delivery.properties.headers[Self.retriesHeader]?.intValue ?? 0)
-        guard let target = Self.retryTarget(retries: retries, queue: queues.feedback) else {
+        guard let target = queues.feedback.retryQueue(afterRetries: retries, maximum: Self.maximumRetries) else {
             logger.error("registry unavailable; retries used up", metadata: ["push.error": "\(error.message)", "push.retries": "\(retries)"])
             return Work(outcome: .refused, messages: [deadLetter(delivery, reason: "token registry unavailable after \(retries) retries: \(error.message)")])
         }
@@ -284,13 +284,6 @@ public struct FeedbackQueueConsumer: Service {
         properties.headers[Self.retriesHeader] = .int64(Int64(retries + 1))
         // Retry tiers dead-letter back to the work queue through the default exchange.
         return Work(outcome: .retried, messages: [AMQPOutboundMessage(exchange: "", routingKey: target, body: delivery.body, properties: properties)])
-    }
-
-    /// The retry queue for a message that went through `retries` tiers already; nil once
-    /// ``maximumRetries`` are used up. Past the last tier it stays on the last (longest) one.
-    static func retryTarget(retries: Int, queue: WorkQueue) -> String? {
-        guard retries >= 0, retries < maximumRetries, !queue.retryTiers.isEmpty else { return nil }
-        return queue.retryQueue(tier: Swift.min(retries, queue.retryTiers.count - 1))
     }
 
     private static func quoted(_ text: String) -> String {

@@ -148,7 +148,7 @@ public struct RegistrationQueueConsumer: Service {
     /// Republishes to the next retry tier (or dead-letters after ``maximumRetries``), then acks.
     private func retryLater(_ delivery: AMQPDelivery, error: RegistryError, logger: Logger) async {
         let retries = Int(delivery.properties.headers[Self.retriesHeader]?.intValue ?? 0)
-        guard let target = Self.retryTarget(retries: retries, queue: queues.registrations) else {
+        guard let target = queues.registrations.retryQueue(afterRetries: retries, maximum: Self.maximumRetries) else {
             logger.error("registry unavailable; retries used up", metadata: ["push.error": "\(error.message)", "push.retries": "\(retries)"])
             await deadLetter(delivery, reason: "token registry unavailable after \(retries) retries: \(error.message)", logger: logger)
             return
@@ -171,13 +171,6 @@ public struct RegistrationQueueConsumer: Service {
             )
             await requeueAfterBackoff(delivery)
         }
-    }
-
-    /// The retry queue for a message that went through `retries` tiers already; nil once
-    /// ``maximumRetries`` are used up. Past the last tier it stays on the last (longest) one.
-    static func retryTarget(retries: Int, queue: WorkQueue) -> String? {
-        guard retries >= 0, retries < maximumRetries, !queue.retryTiers.isEmpty else { return nil }
-        return queue.retryQueue(tier: Swift.min(retries, queue.retryTiers.count - 1))
     }
 
     /// Publishes the original body and properties to the dead queue with `reason`, then acks.

@@ -225,14 +225,12 @@ public struct PushRequestConsumer: Service {
     /// Republishes to the next retry tier (or dead-letters after ``maximumRetries``), then acks.
     private func retryLater(_ delivery: AMQPDelivery, reason: String, logger: Logger) async {
         let retries = Int(delivery.properties.headers[Self.retriesHeader]?.intValue ?? 0)
-        let tiers = queues.requests.retryTiers
-        guard retries < Self.maximumRetries, !tiers.isEmpty else {
+        guard let target = queues.requests.retryQueue(afterRetries: retries, maximum: Self.maximumRetries) else {
             logger.error("push request retries used up", metadata: ["push.error": "\(reason)", "push.retries": "\(retries)"])
             metrics.request("gave_up")
             await deadLetter(delivery, reason: "not rendered after \(retries) retries: \(reason)", logger: logger)
             return
         }
-        let target = queues.requests.retryQueue(tier: min(retries, tiers.count - 1))
         var properties = delivery.properties
         properties.headers[Self.retriesHeader] = .int64(Int64(retries + 1))
         do {

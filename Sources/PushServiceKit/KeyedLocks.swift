@@ -40,7 +40,4 @@ public final class KeyedLocks: Sendable {
         }
         next?.resume()
     }
-
-    /// Keys held now (for tests).
-    public var count: Int { waiters.withLock { $0.count } }
 }

@@ -19,10 +19,14 @@ import Testing
 
     @Test func retriesClimbTheTiersAndEndInTheDeadQueue() {
         let queue = PushQueues(prefix: "t").feedback
-        #expect(FeedbackQueueConsumer.retryTarget(retries: 0, queue: queue) == "t.feedback.retry.5s")
-        #expect(FeedbackQueueConsumer.retryTarget(retries: 1, queue: queue) == "t.feedback.retry.1m")
-        #expect(FeedbackQueueConsumer.retryTarget(retries: 9, queue: queue) == "t.feedback.retry.10m")
-        #expect(FeedbackQueueConsumer.retryTarget(retries: 10, queue: queue) == nil)
+        let maximum = FeedbackQueueConsumer.maximumRetries
+        #expect(queue.retryQueue(afterRetries: 0, maximum: maximum) == "t.feedback.retry.5s")
+        #expect(queue.retryQueue(afterRetries: 1, maximum: maximum) == "t.feedback.retry.1m")
+        #expect(queue.retryQueue(afterRetries: 9, maximum: maximum) == "t.feedback.retry.10m")
+        #expect(queue.retryQueue(afterRetries: 10, maximum: maximum) == nil)
+        // A retries header anyone could set: negative dead-letters rather than indexing the tiers.
+        #expect(queue.retryQueue(afterRetries: -1, maximum: maximum) == nil)
+        #expect(queue.retryQueue(afterRetries: .min, maximum: maximum) == nil)
     }
 
     @Test func configurationHasDefaultsAndNamesBadKeys() async throws {
