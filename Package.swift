@@ -66,6 +66,7 @@ let package = Package(
             name: "AMQP",
             dependencies: [
                 "CRabbitMQ",
+                "IOSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
@@ -75,17 +76,28 @@ let package = Package(
             name: "Redis",
             dependencies: [
                 "CHiredis",
+                "IOSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),
 
+        // What every I/O thread needs: wake pipe, thread start, monotonic clock, the one backoff rule.
+        .target(name: "IOSupport", swiftSettings: swiftSettings),
+
+        // HTTP/2 over TLS for both sides (APNs client, apns-sandbox): the only owner of nghttp2 and OpenSSL.
+        .target(
+            name: "HTTP2Transport",
+            dependencies: ["CNghttp2", "COpenSSL", "IOSupport"],
+            swiftSettings: swiftSettings
+        ),
+
         .target(
             name: "APNs",
             dependencies: [
-                "CNghttp2",
-                "COpenSSL",
+                "HTTP2Transport",
+                "IOSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -96,8 +108,8 @@ let package = Package(
         .target(
             name: "APNsSandbox",
             dependencies: [
-                "CNghttp2",
-                "COpenSSL",
+                "HTTP2Transport",
+                "IOSupport",
                 "APNs",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -240,6 +252,7 @@ let package = Package(
 
         // MARK: Tests
         .testTarget(name: "PushCoreTests", dependencies: ["PushCore"], swiftSettings: swiftSettings),
+        .testTarget(name: "IOSupportTests", dependencies: ["IOSupport"], swiftSettings: swiftSettings),
         .testTarget(
             name: "AMQPTests",
             dependencies: ["AMQP", "PushServiceKit", "TestSupport"],
@@ -336,7 +349,7 @@ let package = Package(
         ),
         .testTarget(
             name: "APNsTests",
-            dependencies: ["APNs", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: ["APNs", "HTTP2Transport", "IOSupport", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: swiftSettings
         ),
         .testTarget(

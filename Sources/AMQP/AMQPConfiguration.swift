@@ -1,4 +1,5 @@
 import Foundation
+import IOSupport
 
 /// How to reach and talk to the broker.
 ///
@@ -29,8 +30,8 @@ public struct AMQPConfiguration: Sendable {
     public var maxUnconfirmedPublishes: Int
     /// How long a publish may wait to be sent (e.g. while the broker is down) before it fails.
     public var publishTimeout: Duration
-    /// How reconnection attempts are spaced.
-    public var reconnectBackoff: ReconnectBackoff
+    /// How reconnection attempts are spaced (``Backoff/amqp``).
+    public var reconnectBackoff: Backoff
 
     public struct TLS: Sendable, Equatable {
         public var caCertificateFile: String?
@@ -84,7 +85,7 @@ public struct AMQPConfiguration: Sendable {
         self.connectionName = connectionName
         self.maxUnconfirmedPublishes = 2000
         self.publishTimeout = .seconds(30)
-        self.reconnectBackoff = ReconnectBackoff()
+        self.reconnectBackoff = .amqp
         for item in components.queryItems ?? [] {
             let value = item.value ?? ""
             switch item.name {

@@ -1,4 +1,5 @@
 import Foundation
+import IOSupport
 import Logging
 import ServiceLifecycle
 import Synchronization
@@ -38,9 +39,7 @@ public final class AMQPConnection: Service, Sendable {
     public func start() {
         guard core.claimStart() else { return }
         let worker = ConnectionWorker(core: core, configuration: configuration, topology: topology, logger: logger)
-        let thread = Thread { worker.main() }
-        thread.name = "amqp:\(configuration.connectionName)"
-        thread.start()
+        IOThread.start(name: "amqp:\(configuration.connectionName)") { worker.main() }
     }
 
     /// Runs until graceful shutdown (or cancellation), then closes: the `Service` entry point.

@@ -1,4 +1,5 @@
 import Foundation
+import IOSupport
 import Synchronization
 
 /// The state shared between an ``AMQPConnection``'s callers and its I/O thread: a command queue,
@@ -21,23 +22,15 @@ final class ConnectionCore: Sendable {
     }
 
     private let state = Mutex(State())
-    private let wakeupReader: Int32
-    private let wakeupWriter: Int32
+    private let wakeup: WakePipe
 
     init() {
-        var descriptors: [Int32] = [0, 0]
-        precondition(pipe(&descriptors) == 0, "pipe failed: \(String(cString: strerror(errno)))")
-        for descriptor in descriptors {
-            _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
-            _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
+        do {
+            wakeup = try WakePipe()
+        } catch {
+            // Out of descriptors at start: nothing sensible can run without the wake-up pipe.
+            preconditionFailure("\(error)")
         }
-        wakeupReader = descriptors[0]
-        wakeupWriter = descriptors[1]
-    }
-
-    deinit {
-        close(wakeupReader)
-        close(wakeupWriter)
     }
 
     // MARK: Callers' side
@@ -72,8 +65,7 @@ final class ConnectionCore: Sendable {
             return (true, true)
         }
         if wake {
-            var byte: UInt8 = 1
-            _ = write(wakeupWriter, &byte, 1)
+            wakeup.wake()
         }
         return accepted
     }
@@ -123,7 +115,7 @@ final class ConnectionCore: Sendable {
             return true
         }
         guard mayWait else { return }
-        var descriptors = [pollfd(fd: wakeupReader, events: Int16(POLLIN), revents: 0)]
+        var descriptors = [pollfd(fd: wakeup.readEnd, events: Int16(POLLIN), revents: 0)]
         if let descriptor { descriptors.append(pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)) }
         // Rounded up, so a sub-millisecond remainder sleeps 1 ms instead of spinning.
         let (seconds, attoseconds) = timeout.components
@@ -131,8 +123,7 @@ final class ConnectionCore: Sendable {
         _ = poll(&descriptors, nfds_t(descriptors.count), max(milliseconds, 0))
         state.withLock { $0.sleeping = false }
         if descriptors[0].revents != 0 {
-            var buffer = [UInt8](repeating: 0, count: 64)
-            while read(wakeupReader, &buffer, buffer.count) > 0 {}
+            wakeup.drain()
         }
     }
 

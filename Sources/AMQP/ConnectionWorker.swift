@@ -1,4 +1,5 @@
 import Foundation
+import IOSupport
 import Logging
 
 /// The I/O thread of one ``AMQPConnection``: connects, declares, publishes, consumes, reads frames
@@ -65,13 +66,8 @@ final class ConnectionWorker: @unchecked Sendable {
     // MARK: Main loop
 
     func main() {
-        // A write to a broker that went away must be an EPIPE error, not a process-killing SIGPIPE
-        // (rabbitmq-c sends with MSG_NOSIGNAL, but TLS writes go through OpenSSL). Blocked on this
-        // thread only.
-        var pipe = sigset_t()
-        sigemptyset(&pipe)
-        sigaddset(&pipe, SIGPIPE)
-        pthread_sigmask(SIG_BLOCK, &pipe, nil)
+        // Runs on an IOThread: SIGPIPE is blocked, so a write to a broker that went away is EPIPE
+        // (rabbitmq-c sends with MSG_NOSIGNAL, but TLS writes go through OpenSSL).
         var attempt = 0
         while !closing {
             do throws(AMQPError) {
@@ -142,7 +138,7 @@ final class ConnectionWorker: @unchecked Sendable {
 
     /// Sleeps per the backoff, still answering commands (publishes wait, stale acks are dropped).
     private func waitBeforeReconnecting(attempt: Int) {
-        let deadline = ContinuousClock.now + configuration.reconnectBackoff.delay(attempt: attempt)
+        let deadline = ContinuousClock.now + configuration.reconnectBackoff.delay(afterFailures: attempt)
         while true {
             try? runCommands()
             expireBacklog()

@@ -1,4 +1,6 @@
 import Foundation
+import HTTP2Transport
+import IOSupport
 import Logging
 import Synchronization
 
@@ -37,21 +39,31 @@ public final class APNsClient: Sendable {
         }
         self.configuration = configuration
         var tokens: ProviderTokenSource?
-        var certificate: APNsClientCertificate?
+        var identity: TLSClientIdentity?
         switch configuration.credentials {
         case .token(let key):
             tokens = ProviderTokenSource(key: key, refreshAgeSeconds: refreshAge, clock: configuration.providerTokenClock)
         case .certificate(let clientCertificate):
-            certificate = clientCertificate
+            switch clientCertificate.source {
+            case .pem(let certificateFile, let privateKeyFile):
+                identity = .pem(certificateFile: certificateFile, privateKeyFile: privateKeyFile)
+            case .pkcs12(let file, let password):
+                identity = .pkcs12(file: file, password: password)
+            }
+        }
+        let tls: TLSContext
+        do {
+            tls = try TLSContext.client(trusting: configuration.caFile, identity: identity)
+        } catch {
+            throw APNsClientError(.credentials, error.message)
         }
         var logger = logger
         logger[metadataKey: "apns.endpoint"] = "\(configuration.endpoint)"
         let shared = ClientShared(
             configuration: configuration,
             queue: RequestQueue(capacity: configuration.maximumPendingRequests),
-            tls: try ClientTLSContext(caFile: configuration.caFile, certificate: certificate),
+            tls: tls,
             tokens: tokens,
-            callbacks: try ClientHTTP2Callbacks(),
             wakeups: try ConnectionWakeups(count: configuration.connections),
             logger: logger
         )

@@ -1,12 +1,11 @@
-import Glibc
+import IOSupport
 import Synchronization
 
 /// How a connection's I/O thread is woken when work arrives: a self-pipe it polls, plus what it
 /// published about itself before sleeping (asleep? room for more streams?), so a caller wakes one
 /// connection that can take the work instead of writing to every pipe for every request.
 final class WakeSlot: Sendable {
-    private let readEnd: Int32
-    private let writeEnd: Int32
+    private let pipe: WakePipe
     /// Set by the thread right before it polls, cleared by whoever wakes it (or by itself).
     let sleeping = Atomic<Bool>(false)
     /// Streams the connection could still open (a disconnected connection counts 1: it connects).
@@ -17,35 +16,21 @@ final class WakeSlot: Sendable {
     let isOpen = Atomic<Bool>(false)
 
     init() throws(APNsClientError) {
-        var ends: [Int32] = [-1, -1]
-        guard pipe(&ends) == 0 else { throw APNsClientError.posix(.protocolError, "pipe") }
-        readEnd = ends[0]
-        writeEnd = ends[1]
-        for descriptor in ends {
-            _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
-            _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
+        do {
+            pipe = try WakePipe()
+        } catch {
+            throw APNsClientError(.protocolError, "\(error)")
         }
     }
 
-    deinit {
-        close(readEnd)
-        close(writeEnd)
-    }
-
     /// The descriptor the thread polls.
-    var descriptor: Int32 { readEnd }
+    var descriptor: Int32 { pipe.readEnd }
 
-    /// Makes the pipe readable (a full pipe already is, so a failed write is fine).
-    func wake() {
-        var byte: UInt8 = 1
-        _ = write(writeEnd, &byte, 1)
-    }
+    /// Makes the pipe readable.
+    func wake() { pipe.wake() }
 
     /// Empties the pipe after a wake-up.
-    func drain() {
-        var bytes = [UInt8](repeating: 0, count: 64)
-        for _ in 0..<16 where read(readEnd, &bytes, bytes.count) == bytes.count {}
-    }
+    func drain() { pipe.drain() }
 }
 
 /// The client's connections' slots. Work goes to an open connection with room, round robin; another

@@ -1,4 +1,4 @@
-import Glibc
+import IOSupport
 import Synchronization
 
 /// One notification on its way: waiting in the queue, then in flight on a connection's stream, until
@@ -58,21 +58,5 @@ final class PendingRequest: Sendable {
             state.resentWithFreshToken = true
             return true
         }
-    }
-}
-
-/// Monotonic time in nanoseconds (CLOCK_MONOTONIC), for deadlines that wall-clock changes cannot move.
-func monotonicNanoseconds() -> UInt64 {
-    var time = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &time)
-    return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
-}
-
-extension Duration {
-    /// Whole nanoseconds (negative durations count as zero).
-    var nanoseconds: UInt64 {
-        let (seconds, attoseconds) = components
-        guard seconds >= 0 else { return 0 }
-        return UInt64(seconds) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000)
     }
 }

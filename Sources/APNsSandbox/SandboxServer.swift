@@ -1,5 +1,7 @@
 import Foundation
 import Glibc
+import HTTP2Transport
+import IOSupport
 import Logging
 import ServiceLifecycle
 import Synchronization
@@ -34,24 +36,26 @@ public final class SandboxServer: Service, Sendable, CustomStringConvertible {
         guard configuration.workerThreads >= 1 else {
             throw SandboxError(.configuration, "workerThreads must be at least 1 (got \(configuration.workerThreads))")
         }
-        let tls: TLSServerContext
-        var generated: GeneratedServerIdentity?
-        switch configuration.identity {
-        case .files(let certificate, let privateKey):
-            tls = try TLSServerContext(certificateFiles: (certificate, privateKey), generated: nil, clientCAFile: configuration.clientCAFile)
-        case .generated:
-            let identity = try GeneratedServerIdentity()
-            generated = identity
-            tls = try TLSServerContext(certificateFiles: nil, generated: identity, clientCAFile: configuration.clientCAFile)
+        let tls: TLSContext
+        var generated: GeneratedTLSIdentity?
+        do throws(TransportError) {
+            switch configuration.identity {
+            case .files(let certificate, let privateKey):
+                tls = try TLSContext.server(identity: .files(certificate: certificate, privateKey: privateKey), clientCAFile: configuration.clientCAFile)
+            case .generated:
+                let identity = try GeneratedTLSIdentity()
+                generated = identity
+                tls = try TLSContext.server(identity: .generated(identity), clientCAFile: configuration.clientCAFile)
+            }
+        } catch {
+            throw SandboxError(error)
         }
         // Parsed once here so a bad key stops the start with a message naming it.
         _ = try ProviderTokenVerifier(publicKeyPEMs: configuration.publicKeys)
-        let callbacks = try HTTP2Callbacks()
         var workers: [SandboxWorker] = []
         for index in 0..<configuration.workerThreads {
             let context = WorkerContext(
                 tls: tls,
-                callbacks: callbacks,
                 state: state,
                 verifier: try ProviderTokenVerifier(publicKeyPEMs: configuration.publicKeys),
                 seed: state.faultSeed.map { $0 &+ UInt64(index) },
@@ -60,7 +64,11 @@ public final class SandboxServer: Service, Sendable, CustomStringConvertible {
             workers.append(try SandboxWorker(index: index, context: context))
         }
         self.workers = workers
-        self.acceptorWake = try WakePipe()
+        do {
+            self.acceptorWake = try WakePipe()
+        } catch {
+            throw SandboxError(.socket, "\(error)")
+        }
         self.listener = try ListeningSocket(host: SandboxConfiguration.host, port: configuration.port)
         self.port = listener.port
         self.shutdownTimeout = configuration.shutdownTimeout
@@ -108,19 +116,15 @@ public final class SandboxServer: Service, Sendable, CustomStringConvertible {
         }
         guard start else { return }
         for worker in workers {
-            let thread = Thread { [self] in
+            IOThread.start(name: "apns-sandbox-worker-\(worker.index)") { [self] in
                 worker.run()
                 threadFinished()
             }
-            thread.name = "apns-sandbox-worker-\(worker.index)"
-            thread.start()
         }
-        let acceptor = Thread { [self] in
+        IOThread.start(name: "apns-sandbox-accept") { [self] in
             acceptConnections()
             threadFinished()
         }
-        acceptor.name = "apns-sandbox-accept"
-        acceptor.start()
     }
 
     private func threadFinished() {
@@ -147,10 +151,6 @@ public final class SandboxServer: Service, Sendable, CustomStringConvertible {
     /// The accept thread: waits in poll for connections (or the stop signal) and hands each to the
     /// worker with the fewest connections.
     private func acceptConnections() {
-        var pipeSignal = sigset_t()
-        sigemptyset(&pipeSignal)
-        sigaddset(&pipeSignal, SIGPIPE)
-        pthread_sigmask(SIG_BLOCK, &pipeSignal, nil)
         var turn = 0
         while !stopAccepting.load(ordering: .acquiring) {
             var pollSet = [

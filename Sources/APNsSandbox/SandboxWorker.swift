@@ -1,4 +1,5 @@
 import Glibc
+import IOSupport
 import Logging
 import Synchronization
 
@@ -32,7 +33,11 @@ final class SandboxWorker: @unchecked Sendable {
     init(index: Int, context: WorkerContext) throws(SandboxError) {
         self.index = index
         self.context = context
-        self.wakePipe = try WakePipe()
+        do {
+            self.wakePipe = try WakePipe()
+        } catch {
+            throw SandboxError(.socket, "\(error)")
+        }
         nextConnectionID = UInt64(index) << 48
     }
 
@@ -52,12 +57,7 @@ final class SandboxWorker: @unchecked Sendable {
 
     /// The thread's body; returns when drained.
     func run() {
-        // A write to a client that went away must be an EPIPE error, not a process-killing SIGPIPE.
-        var pipeSignal = sigset_t()
-        sigemptyset(&pipeSignal)
-        sigaddset(&pipeSignal, SIGPIPE)
-        pthread_sigmask(SIG_BLOCK, &pipeSignal, nil)
-
+        // Runs on an IOThread: SIGPIPE is blocked, so a write to a client that went away is EPIPE.
         var pollSet: [pollfd] = []
         while true {
             context.updateClock()

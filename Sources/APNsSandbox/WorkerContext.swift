@@ -1,12 +1,12 @@
 import APNs
 import Foundation
+import HTTP2Transport
 import Logging
 
-/// What a worker thread's connections share: the TLS context, the nghttp2 callbacks, the rules copy,
+/// What a worker thread's connections share: the TLS context, the rules copy,
 /// the answer logic, the batch of deliveries and counts, timers and the clock. Confined to its thread.
 final class WorkerContext {
-    let tls: TLSServerContext
-    let callbacks: HTTP2Callbacks
+    let tls: TLSContext
     let logger: Logger
     let readBuffer: UnsafeMutableRawBufferPointer
     private let state: SandboxState
@@ -27,9 +27,8 @@ final class WorkerContext {
     /// Bytes read from TLS at a time (a TLS record holds at most 16 KiB).
     static let readBufferSize = 32 * 1024
 
-    init(tls: TLSServerContext, callbacks: HTTP2Callbacks, state: SandboxState, verifier: ProviderTokenVerifier, seed: UInt64?, logger: Logger) {
+    init(tls: TLSContext, state: SandboxState, verifier: ProviderTokenVerifier, seed: UInt64?, logger: Logger) {
         self.tls = tls
-        self.callbacks = callbacks
         self.state = state
         self.verifier = verifier
         self.random = seed.map { FastRandom(seed: $0) } ?? FastRandom()

@@ -1,4 +1,5 @@
 import Foundation
+import IOSupport
 
 /// Where a Redis server listens, for connecting and for naming it in logs and errors.
 public struct RedisEndpoint: Sendable, Hashable, CustomStringConvertible {
@@ -46,7 +47,7 @@ public struct RedisConfiguration: Sendable, Equatable, CustomStringConvertible {
     /// cores; more rarely helps because one connection already pipelines concurrent callers.
     public var poolSize: Int
     /// How reconnection attempts are spaced.
-    public var reconnectBackoff: RedisBackoff
+    public var reconnectBackoff: Backoff
 
     public static let defaultPort = 6379
     public static let defaultConnectTimeout: Duration = .milliseconds(2000)
@@ -62,7 +63,7 @@ public struct RedisConfiguration: Sendable, Equatable, CustomStringConvertible {
         connectTimeout: Duration = RedisConfiguration.defaultConnectTimeout,
         commandTimeout: Duration = RedisConfiguration.defaultCommandTimeout,
         poolSize: Int = RedisConfiguration.defaultPoolSize,
-        reconnectBackoff: RedisBackoff = RedisBackoff()
+        reconnectBackoff: Backoff = .redis
     ) {
         self.endpoint = RedisEndpoint(host: host, port: port)
         self.database = database

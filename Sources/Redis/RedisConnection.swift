@@ -1,4 +1,5 @@
 import Foundation
+import IOSupport
 import Logging
 import Synchronization
 
@@ -28,11 +29,9 @@ public final class RedisConnection: RedisCommandExecutor {
         logger[metadataKey: "redis.db"] = "\(configuration.database)"
         logger[metadataKey: "redis.connection"] = "\(name)"
         if let firstJob { _ = queue.enqueue(firstJob) }
-        let thread = Thread { [queue, logger] in
+        IOThread.start(name: "\(name) \(configuration.endpoint)") { [queue, logger] in
             RedisConnectionWorker(configuration: configuration, queue: queue, logger: logger).run()
         }
-        thread.name = "\(name) \(configuration.endpoint)"
-        thread.start()
     }
 
     /// Opens a connection and returns once it is ready (`AUTH` and `SELECT` done), or throws

@@ -1,4 +1,5 @@
 import Foundation
+import IOSupport
 import Glibc
 import Logging
 import Synchronization
@@ -36,7 +37,8 @@ final class RedisConnectionWorker {
     }
 
     func run() {
-        Self.blockSIGPIPE()
+        // Runs on an IOThread: SIGPIPE is blocked, so a write (hiredis uses write(2)) to a Redis
+        // that went away is EPIPE, not the end of the process.
         var pending: [RedisJob] = []
         while true {
             let wakeAt: ContinuousClock.Instant? =
@@ -215,15 +217,5 @@ final class RedisConnectionWorker {
     /// reply would never come) an error reply made here.
     private func reply(to command: RedisCommand, from context: HiredisContext) throws(RedisError) -> RedisReply {
         command.count > 0 ? try context.readReply() : .error("ERR empty command (not sent)")
-    }
-
-    /// hiredis writes with `write(2)`; a peer that went away would raise SIGPIPE and kill the process.
-    /// Blocking it on this thread only turns that into an `EPIPE` error without touching the process's
-    /// signal dispositions.
-    private static func blockSIGPIPE() {
-        var set = sigset_t()
-        sigemptyset(&set)
-        sigaddset(&set, SIGPIPE)
-        pthread_sigmask(SIG_BLOCK, &set, nil)
     }
 }

@@ -73,23 +73,6 @@ import Testing
     }
 }
 
-@Suite struct ReconnectBackoffTests {
-    @Test func growsExponentiallyUpToTheCap() {
-        let backoff = ReconnectBackoff(base: .milliseconds(100), factor: 2, cap: .seconds(5), jitter: 0.5)
-        #expect(backoff.delay(attempt: 0, random: 0) == .milliseconds(100))
-        #expect(backoff.delay(attempt: 1, random: 0) == .milliseconds(200))
-        #expect(backoff.delay(attempt: 3, random: 0) == .milliseconds(800))
-        #expect(backoff.delay(attempt: 10, random: 0) == .seconds(5))
-        #expect(backoff.delay(attempt: 1000, random: 0) == .seconds(5))
-    }
-
-    @Test func jitterTakesAtMostItsShare() {
-        let backoff = ReconnectBackoff(base: .seconds(1), factor: 2, cap: .seconds(4), jitter: 0.5)
-        #expect(backoff.delay(attempt: 2, random: 1) == .seconds(2))
-        #expect(backoff.delay(attempt: 2, random: 0.5) == .seconds(3))
-    }
-}
-
 @Suite struct ConfirmTrackerTests {
     @Test func singleAndMultipleAcksSettleInOrder() {
         var tracker = ConfirmTracker<String>()
