@@ -10,10 +10,10 @@ final class ConnectionWorker: @unchecked Sendable {
     private let topology: AMQPTopology
     private let logger: Logger
 
-    /// Channel 1 publishes in confirm mode; channel 2 runs admin calls; consumers get 3 and up.
-    private static let publishChannel: UInt16 = 1
-    private static let adminChannel: UInt16 = 2
-    private static let firstConsumerChannel: UInt16 = 3
+    /// Channel 1 publishes in confirm mode; channel 2 runs admin calls; consumers get 3 and up
+    /// (``ChannelTable``).
+    private static let publishChannel = ChannelTable<ConsumerSpec>.publishChannel
+    private static let adminChannel = ChannelTable<ConsumerSpec>.adminChannel
     /// Header that carries a mandatory publish's sequence number, so a `basic.return` can be matched
     /// to the publish it belongs to.
     static let sequenceHeader = "x-publish-seq"
@@ -25,22 +25,9 @@ final class ConnectionWorker: @unchecked Sendable {
     /// Publishes not yet sent, oldest first (from `backlogHead`).
     private var backlog: [PendingPublish] = []
     private var backlogHead = 0
-    private var consumers: [UInt64: Consumer] = [:]
-    private var consumerByChannel: [UInt16: UInt64] = [:]
-    /// Channels whose consumer was cancelled but which stay open (their deliveries can still be
-    /// settled); never reused in this session: opening one again is a broker `CHANNEL_ERROR`, and
-    /// late deliveries of the old consumer must not reach a new one.
-    private var cancelledChannels: Set<UInt16> = []
+    private var channels = ChannelTable<ConsumerSpec>()
     private var inbound: [UInt16: InboundMessage] = [:]
-    private var adminChannelOpen = false
     private var closing = false
-
-    private final class Consumer {
-        let spec: ConsumerSpec
-        var channel: UInt16?
-        var tag: String?
-        init(spec: ConsumerSpec) { self.spec = spec }
-    }
 
     /// A message arriving in pieces: method, then header, then body frames.
     private struct InboundMessage {
@@ -91,11 +78,11 @@ final class ConnectionWorker: @unchecked Sendable {
         try session.openChannel(Self.publishChannel)
         try session.declare(topology, on: Self.publishChannel)
         try session.enableConfirms(on: Self.publishChannel)
-        for consumer in consumers.values.sorted(by: { $0.spec.id < $1.spec.id }) {
-            try start(consumer, on: session)
+        for (id, spec) in channels.consumersToStart {
+            try start(spec, id: id, on: session)
         }
         core.setConnected(generation: generation)
-        logger.info("connected to the broker", metadata: ["amqp.consumers": "\(consumers.count)"])
+        logger.info("connected to the broker", metadata: ["amqp.consumers": "\(channels.count)"])
     }
 
     /// Runs while connected; returns after a requested close, throws when the connection fails.
@@ -127,13 +114,7 @@ final class ConnectionWorker: @unchecked Sendable {
         )
         for pending in confirms.removeAll() { pending.complete(.failure(lost)) }
         inbound.removeAll()
-        consumerByChannel.removeAll()
-        cancelledChannels.removeAll()
-        for consumer in consumers.values {
-            consumer.channel = nil
-            consumer.tag = nil
-        }
-        adminChannelOpen = false
+        channels.connectionLost()
     }
 
     /// Sleeps per the backoff, still answering commands (publishes wait, stale acks are dropped).
@@ -157,8 +138,7 @@ final class ConnectionWorker: @unchecked Sendable {
         for pending in backlog[backlogHead...] { pending.complete(.failure(closed)) }
         backlog.removeAll()
         backlogHead = 0
-        for consumer in consumers.values { consumer.spec.continuation.finish() }
-        consumers.removeAll()
+        for (spec, _, _) in channels.removeAll() { spec.continuation.finish() }
         for command in core.markClosed() { reject(command, with: closed) }
         logger.debug("connection thread finished")
     }
@@ -183,33 +163,34 @@ final class ConnectionWorker: @unchecked Sendable {
                 case .rejectDrop: try session.reject(tag: tag, requeue: false, on: channel)
                 }
             case .consume(let spec):
-                let consumer = Consumer(spec: spec)
-                consumers[spec.id] = consumer
-                if let session { try start(consumer, on: session) }
+                channels.add(spec, id: spec.id)
+                if let session { try start(spec, id: spec.id, on: session) }
             case .cancel(let id):
-                guard let consumer = consumers.removeValue(forKey: id) else { continue }
-                if let session, let channel = consumer.channel, let tag = consumer.tag {
+                switch channels.cancel(id: id) {
+                case .unknown:
+                    continue
+                case .finish(let spec):
+                    spec.continuation.finish()
+                case .cancelOnBroker(let spec, let channel, let tag):
                     // The channel stays open so deliveries already handed out can still be acked.
-                    try session.cancel(consumerTag: tag, on: channel)
-                    consumerByChannel[channel] = nil
-                    cancelledChannels.insert(channel)
+                    if let session { try session.cancel(consumerTag: tag, on: channel) }
+                    spec.continuation.finish()
                 }
-                consumer.spec.continuation.finish()
             case .admin(let admin):
                 guard let session else {
                     admin.fail(AMQPError(.connectionLost, "not connected to \(configuration.endpointDescription)" + (core.lastError.map { ": \($0.message)" } ?? "")))
                     continue
                 }
-                if !adminChannelOpen {
+                if !channels.adminChannelOpen {
                     try session.openChannel(Self.adminChannel)
-                    adminChannelOpen = true
+                    channels.adminChannelOpened()
                 }
                 if let error = admin.run(session, Self.adminChannel) {
                     // A refused call closes only its channel (reopened on next use); anything else
                     // (lost connection, timeout, protocol error) leaves the session unusable.
                     guard error.code == .channelClosed else { throw error }
                     session.confirmChannelClose(Self.adminChannel)
-                    adminChannelOpen = false
+                    _ = channels.brokerClosed(channel: Self.adminChannel)
                 }
             case .close:
                 closing = true
@@ -226,13 +207,11 @@ final class ConnectionWorker: @unchecked Sendable {
         }
     }
 
-    private func start(_ consumer: Consumer, on session: RabbitSession) throws(AMQPError) {
-        var channel = Self.firstConsumerChannel
-        while consumerByChannel[channel] != nil || cancelledChannels.contains(channel) { channel += 1 }
+    private func start(_ spec: ConsumerSpec, id: UInt64, on session: RabbitSession) throws(AMQPError) {
+        let channel = channels.nextFreeChannel()
         try session.openChannel(channel)
-        consumer.tag = try session.consume(queue: consumer.spec.queue, prefetch: consumer.spec.prefetch, arguments: consumer.spec.arguments, on: channel)
-        consumer.channel = channel
-        consumerByChannel[channel] = consumer.spec.id
+        let tag = try session.consume(queue: spec.queue, prefetch: spec.prefetch, arguments: spec.arguments, on: channel)
+        channels.started(id: id, channel: channel, tag: tag)
     }
 
     // MARK: Publishing
@@ -304,10 +283,10 @@ final class ConnectionWorker: @unchecked Sendable {
             inbound[channel]!.body.append(contentsOf: bytes)
             if inbound[channel]!.body.count >= size { complete(channel: channel, session: session) }
         case .basicCancel(let channel, _):
-            if let id = consumerByChannel.removeValue(forKey: channel), let consumer = consumers.removeValue(forKey: id) {
-                logger.error("the broker cancelled a consumer", metadata: ["amqp.queue": "\(consumer.spec.queue)"])
-                consumer.spec.continuation.finish(
-                    throwing: AMQPError(.channelClosed, "the broker cancelled the consumer of '\(consumer.spec.queue)' (was the queue deleted?)")
+            if let spec = channels.brokerCancelled(channel: channel) {
+                logger.error("the broker cancelled a consumer", metadata: ["amqp.queue": "\(spec.queue)"])
+                spec.continuation.finish(
+                    throwing: AMQPError(.channelClosed, "the broker cancelled the consumer of '\(spec.queue)' (was the queue deleted?)")
                 )
             }
         case .channelClose(let channel, let replyCode, let replyText):
@@ -340,12 +319,12 @@ final class ConnectionWorker: @unchecked Sendable {
         case .delivery(let tag, let redelivered):
             var properties = message.properties
             properties.headers[Self.sequenceHeader] = nil
-            guard let id = consumerByChannel[channel], let consumer = consumers[id] else {
+            guard let spec = channels.consumer(onChannel: channel) else {
                 // Arrived after a cancel: give it back to the queue.
                 try? session.nack(tag: tag, multiple: false, requeue: true, on: channel)
                 return
             }
-            consumer.spec.continuation.yield(
+            spec.continuation.yield(
                 AMQPDelivery(
                     body: message.body, properties: properties, exchange: message.exchange, routingKey: message.routingKey,
                     redelivered: redelivered, deliveryTag: tag, channel: channel, generation: generation, core: core
@@ -357,8 +336,8 @@ final class ConnectionWorker: @unchecked Sendable {
     private func channelClosed(_ channel: UInt16, replyCode: Int, replyText: String, session: RabbitSession) throws(AMQPError) {
         let error = AMQPError(.channelClosed, "the broker closed channel \(channel): \(replyCode) \(replyText)", replyCode: replyCode)
         inbound[channel] = nil
-        switch channel {
-        case Self.publishChannel:
+        switch channels.brokerClosed(channel: channel) {
+        case .reopenPublishChannel:
             // Publishes after the failing one were discarded by the broker: report them all.
             logger.error("the broker closed the publish channel", metadata: ["amqp.error": "\(error.message)"])
             for pending in confirms.removeAll() {
@@ -366,13 +345,11 @@ final class ConnectionWorker: @unchecked Sendable {
             }
             try session.openChannel(Self.publishChannel)
             try session.enableConfirms(on: Self.publishChannel)
-        case Self.adminChannel:
-            adminChannelOpen = false
-        default:
-            if let id = consumerByChannel.removeValue(forKey: channel), let consumer = consumers.removeValue(forKey: id) {
-                logger.error("the broker closed a consumer's channel", metadata: ["amqp.queue": "\(consumer.spec.queue)", "amqp.error": "\(error.message)"])
-                consumer.spec.continuation.finish(throwing: error)
-            }
+        case .adminChannelClosed, .nothing:
+            break
+        case .consumerFailed(let spec):
+            logger.error("the broker closed a consumer's channel", metadata: ["amqp.queue": "\(spec.queue)", "amqp.error": "\(error.message)"])
+            spec.continuation.finish(throwing: error)
         }
     }
 
@@ -381,12 +358,10 @@ final class ConnectionWorker: @unchecked Sendable {
     /// Cancels consumers, gives unconfirmed publishes a bounded time, then closes the connection.
     private func drainAndClose() throws(AMQPError) {
         guard let session else { return }
-        for consumer in consumers.values {
-            if let channel = consumer.channel, let tag = consumer.tag { try? session.cancel(consumerTag: tag, on: channel) }
-            consumer.spec.continuation.finish()
+        for (spec, channel, tag) in channels.removeAll() {
+            if let channel, let tag { try? session.cancel(consumerTag: tag, on: channel) }
+            spec.continuation.finish()
         }
-        consumers.removeAll()
-        consumerByChannel.removeAll()
         let deadline = ContinuousClock.now + min(configuration.publishTimeout, .seconds(5))
         while (!confirms.isEmpty || backlogHead < backlog.count), ContinuousClock.now < deadline {
             try runCommands()
