@@ -99,3 +99,13 @@ chaos: deps
 chaos-smoke: deps
 	@for p in $(CHAOS_PRODUCTS); do swift build -c release --product $$p || exit 1; done
 	@bash scripts/chaos.sh --smoke --bin-dir "$$(swift build -c release --show-bin-path)" $(CHAOS_ARGS)
+
+# The HTTP/2 transport that pushctl and apns-sandbox share: h2load and `pushctl bench` against
+# apns-sandbox, sandbox and client pinned to separate cores, 1 and 2 connections, rounds interleaved
+# (release build; the sandbox on 127.0.0.1:37841-37842, stopped afterwards). A/B against older
+# binaries: `make bench-transport TRANSPORT_BENCH_BASELINE_BIN=/path/to/dir`. See
+# Benchmarks/transport/README.md.
+.PHONY: bench-transport
+bench-transport: deps-bench
+	@for p in apns-sandbox pushctl; do swift build -c release --product $$p || exit 1; done
+	@TRANSPORT_BENCH_BIN="$$(swift build -c release --show-bin-path)" bash Benchmarks/transport/run.sh

@@ -98,6 +98,7 @@ let package = Package(
             dependencies: [
                 "HTTP2Transport",
                 "IOSupport",
+                "PushCore",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -111,6 +112,7 @@ let package = Package(
                 "HTTP2Transport",
                 "IOSupport",
                 "APNs",
+                "PushCore",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -349,7 +351,7 @@ let package = Package(
         ),
         .testTarget(
             name: "APNsTests",
-            dependencies: ["APNs", "HTTP2Transport", "IOSupport", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: ["APNs", "HTTP2Transport", "IOSupport", "PushCore", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -367,7 +369,7 @@ let package = Package(
         ),
         .testTarget(
             name: "APNsSandboxTests",
-            dependencies: ["APNsSandbox", "APNs", "TestSupport", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: ["APNsSandbox", "APNs", "PushCore", "TestSupport", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: swiftSettings
         ),
         .testTarget(

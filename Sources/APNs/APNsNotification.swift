@@ -1,12 +1,13 @@
+import PushCore
 import Foundation
 
 /// One notification to one device: everything APNs reads from a request's path, headers and body.
 public struct APNsNotification: Sendable, Equatable {
     /// The device token, lowercase hex (the request path `/3/device/<token>`).
     public var deviceToken: String
-    /// `apns-topic`: the bundle id with the suffix the push type needs (``APNsPushType/topic(forBundleID:)``).
+    /// `apns-topic`: the bundle id with the suffix the push type needs (``PushType/topic(forBundleID:)``).
     public var topic: String
-    public var pushType: APNsPushType
+    public var pushType: PushType
     public var priority: APNsPriority
     /// `apns-expiration`: seconds since 1970 until which APNs keeps retrying delivery; 0 = once.
     public var expiration: Int64?
@@ -18,7 +19,7 @@ public struct APNsNotification: Sendable, Equatable {
     public var payload: [UInt8]
 
     public init(
-        deviceToken: String, topic: String, pushType: APNsPushType = .alert, priority: APNsPriority = .immediate,
+        deviceToken: String, topic: String, pushType: PushType = .alert, priority: APNsPriority = .immediate,
         expiration: Int64? = nil, collapseID: String? = nil, apnsID: UUID? = nil, payload: [UInt8]
     ) {
         self.deviceToken = deviceToken

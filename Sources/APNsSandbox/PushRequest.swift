@@ -1,3 +1,4 @@
+import struct PushCore.PushType
 import APNs
 
 /// One HTTP/2 request as the sandbox received it: what ``PushRequestValidator`` judges.
@@ -25,7 +26,7 @@ public struct PushRequest: Sendable, Equatable {
     public var bodyLength: Int
 
     /// Bytes of body kept: one more than the largest payload APNs accepts, enough to tell "too large".
-    public static let maximumKeptBody = APNsPushType.voip.maximumPayloadSize + 1
+    public static let maximumKeptBody = PushType.voip.maximumPayloadSize + 1
 
     public init(method: String, path: String, headers: [Field], body: [UInt8], bodyLength: Int? = nil) {
         self.method = method
@@ -63,9 +64,9 @@ public struct AcceptedPush: Sendable, Equatable {
     /// Lowercase hex.
     public var deviceToken: String
     public var topic: String
-    public var pushType: APNsPushType
+    public var pushType: PushType
 
-    public init(deviceToken: String, topic: String, pushType: APNsPushType) {
+    public init(deviceToken: String, topic: String, pushType: PushType) {
         self.deviceToken = deviceToken
         self.topic = topic
         self.pushType = pushType

@@ -1,3 +1,4 @@
+import struct PushCore.PushType
 import APNs
 
 /// Judges a request as APNs does, without I/O: headers + body (+ how the connection authenticated)
@@ -64,9 +65,9 @@ public enum PushRequestValidator {
 
         guard isDeviceToken(token) else { return .rejected(PushRejection(400, .badDeviceToken)) }
 
-        var pushType = APNsPushType.alert
+        var pushType = PushType.alert
         if let value = headers.pushType {
-            guard let known = APNsPushType(rawValue: value) else { return .rejected(PushRejection(400, .invalidPushType)) }
+            guard let known = PushType(rawValue: value) else { return .rejected(PushRejection(400, .invalidPushType)) }
             pushType = known
         }
         guard let topic = headers.topic ?? certificateTopic, !topic.isEmpty else {

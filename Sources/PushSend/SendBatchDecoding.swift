@@ -1,4 +1,5 @@
 public import APNs
+import PushCore
 import Foundation
 public import PushCore
 
@@ -21,7 +22,7 @@ public struct SendBatchError: Error, Sendable, Equatable, CustomStringConvertibl
 /// A decoded and checked send batch, with the APNs values push-send sends it with.
 public struct DecodedSendBatch: Sendable {
     public let batch: SendBatch
-    public let pushType: APNsPushType
+    public let pushType: PushType
     public let priority: APNsPriority
     /// The payload bytes, shared by every token's request.
     public let payload: [UInt8]
@@ -45,7 +46,7 @@ public struct DecodedSendBatch: Sendable {
         }
         guard !batch.requestID.isEmpty else { throw SendBatchError(field: "request_id", "must not be empty") }
         guard !batch.app.isEmpty else { throw SendBatchError(field: "app", "must not be empty") }
-        guard let pushType = APNsPushType(rawValue: batch.pushType) else {
+        guard let pushType = PushType(rawValue: batch.pushType) else {
             throw SendBatchError(field: "push_type", "is not an APNs push type: \"\(batch.pushType)\"")
         }
         guard let priority = APNsPriority(rawValue: batch.priority) else {

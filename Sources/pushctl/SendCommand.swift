@@ -1,3 +1,4 @@
+import PushCore
 import APNs
 import ArgumentParser
 import Foundation
@@ -187,10 +188,10 @@ extension PushctlCommand {
             return Array(try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]))
         }
 
-        private func resolvedPushType(payload: [UInt8]) throws -> APNsPushType {
+        private func resolvedPushType(payload: [UInt8]) throws -> PushType {
             if let pushType {
-                guard let known = APNsPushType(rawValue: pushType) else {
-                    throw ValidationError("--push-type '\(pushType)' is not one of \(APNsPushType.allCases.map(\.rawValue).joined(separator: ", "))")
+                guard let known = PushType(rawValue: pushType) else {
+                    throw ValidationError("--push-type '\(pushType)' is not one of \(PushType.allCases.map(\.rawValue).joined(separator: ", "))")
                 }
                 return known
             }
@@ -200,7 +201,7 @@ extension PushctlCommand {
             return silent ? .background : .alert
         }
 
-        private func resolvedPriority(pushType: APNsPushType) throws -> APNsPriority {
+        private func resolvedPriority(pushType: PushType) throws -> APNsPriority {
             guard let priority else { return pushType == .background ? .conserveEnergy : .immediate }
             guard let known = APNsPriority(rawValue: priority) else { throw ValidationError("--priority must be 10, 5 or 1 (got \(priority))") }
             return known

@@ -1,3 +1,4 @@
+import struct PushCore.PushType
 import APNs
 import Crypto
 import Testing
@@ -89,7 +90,7 @@ struct PushRequestValidatorTests {
         Self.expect(Self.request(removing: ["apns-topic"]), 400, .missingTopic)
         Self.expect(Self.request(removing: ["apns-topic"], body: ""), 400, .missingTopic)
         Self.expect(Self.request(adding: [("apns-push-type", "voip")], removing: ["apns-push-type"]), 400, .badTopic)
-        for type in APNsPushType.allCases {
+        for type in PushType.allCases {
             let request = Self.request(
                 headers: [("apns-topic", type.topic(forBundleID: "com.example.app")), ("apns-push-type", type.rawValue), ("authorization", Self.bearer())]
             )

@@ -1,3 +1,4 @@
+import struct PushCore.PushType
 import APNs
 import Crypto
 import Foundation

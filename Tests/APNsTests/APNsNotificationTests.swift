@@ -1,8 +1,9 @@
+import PushCore
 import APNs
 import Foundation
 import Testing
 
-@Suite struct APNsPushTypeTests {
+@Suite struct PushTypeTests {
     @Test(arguments: [
         ("alert", "com.example.game"), ("background", "com.example.game"), ("voip", "com.example.game.voip"),
         ("complication", "com.example.game.complication"), ("fileprovider", "com.example.game.pushkit.fileprovider"),
@@ -11,21 +12,21 @@ import Testing
         ("controls", "com.example.game.push-type.controls"), ("mdm", "com.example.game"),
     ])
     func eachTypeGetsTheTopicAppleRequires(type: String, topic: String) throws {
-        let pushType = try #require(APNsPushType(rawValue: type))
+        let pushType = try #require(PushType(rawValue: type))
         #expect(pushType.topic(forBundleID: "com.example.game") == topic)
         // Idempotent: a topic that already has the suffix is kept.
         #expect(pushType.topic(forBundleID: topic) == topic)
     }
 
     @Test func unknownTypesAreNotInvented() {
-        #expect(APNsPushType(rawValue: "Alert") == nil)
-        #expect(APNsPushType(rawValue: "silent") == nil)
-        #expect(APNsPushType.allCases.count == 11)
+        #expect(PushType(rawValue: "Alert") == nil)
+        #expect(PushType(rawValue: "silent") == nil)
+        #expect(PushType.allCases.count == 11)
     }
 
     @Test func voipAllowsLargerPayloads() {
-        #expect(APNsPushType.voip.maximumPayloadSize == 5120)
-        #expect(APNsPushType.alert.maximumPayloadSize == 4096)
+        #expect(PushType.voip.maximumPayloadSize == 5120)
+        #expect(PushType.alert.maximumPayloadSize == 4096)
     }
 }
 

@@ -35,18 +35,16 @@ struct FanOutPartsTests {
     }
 }
 
-/// The core's push-type table must agree with the APNs client's, which push-send uses to build the
-/// `apns-topic` and check sizes.
-@Suite("Push types agree with the APNs client")
-struct PushTypeParityTests {
-    @Test func everyPushTypeMatchesTheAPNsClient() throws {
-        for type in PushType.allCases {
-            let apns = try #require(APNsPushType(rawValue: type.rawValue), "\(type) is an APNs push type")
-            #expect(type.topicSuffix == apns.topicSuffix, "\(type)")
-            #expect(type.maximumPayloadSize == apns.maximumPayloadSize, "\(type)")
-            #expect(type.topic(forBundleID: "com.example.game") == apns.topic(forBundleID: "com.example.game"))
+/// One push-type table serves push requests and the APNs client; requests take every type but mdm.
+@Suite("Push types in requests and at APNs")
+struct PushTypeTableTests {
+    @Test func requestsAcceptEveryAPNsTypeButMDM() throws {
+        #expect(PushType.allCases.count == 11)
+        #expect(Set(PushType.allCases.map(\.rawValue)).subtracting(PushType.acceptedInRequests.map(\.rawValue)) == ["mdm"], "every type but mdm")
+        for type in PushType.acceptedInRequests {
             #expect(type.allowedPriorities.allSatisfy { APNsPriority(rawValue: $0) != nil })
+            #expect(PushType(rawValue: type.rawValue) == type)
         }
-        #expect(Set(APNsPushType.allCases.map(\.rawValue)).subtracting(PushType.allCases.map(\.rawValue)) == ["mdm"], "every type but mdm")
+        #expect(PushType.mdm.topic(forBundleID: "com.example.mdm") == "com.example.mdm")
     }
 }

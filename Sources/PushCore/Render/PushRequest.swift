@@ -126,7 +126,7 @@ extension PushRequest {
             guard let type = PushType(rawValue: text) else {
                 throw PushRequestError(
                     .invalidField, field: "push_type",
-                    "must be one of \(PushType.allCases.map(\.rawValue).joined(separator: ", ")), got \(PushRequestError.quoted(text))")
+                    "must be one of \(PushType.acceptedInRequests.map(\.rawValue).joined(separator: ", ")), got \(PushRequestError.quoted(text))")
             }
             pushType = type
         }

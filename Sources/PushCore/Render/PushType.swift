@@ -1,8 +1,9 @@
-/// The `apns-push-type` of a push request, with the rules push-render applies to it.
+/// The `apns-push-type` header: what kind of notification this is. Apple requires it (watchOS 6+,
+/// iOS 13+) and routes, throttles and validates by it. The one table of types for push requests,
+/// push-render, push-send, the APNs client and apns-sandbox.
 ///
-/// Mirrors the APNs module's `APNsPushType` (the core has no dependency on the APNs client): same
-/// values, same topic suffixes, same size limits. `mdm` is not accepted in push requests: its topic
-/// is the MDM certificate's, not one derived from an app's bundle id.
+/// `mdm` is a type APNs knows but push requests do not accept (``acceptedInRequests``): its topic is
+/// the MDM certificate's, not one derived from an app's bundle id.
 ///
 /// | type | `apns-topic` | priorities | size limit |
 /// |---|---|---|---|
@@ -16,6 +17,7 @@
 /// | `pushtotalk` | `<bundle id>.voip-ptt` | 10 (default), 5, 1 | 4096 |
 /// | `widgets` | `<bundle id>.push-type.widgets` | 10 (default), 5, 1 | 4096 |
 /// | `controls` | `<bundle id>.push-type.controls` | 10 (default), 5, 1 | 4096 |
+/// | `mdm` | the MDM certificate's topic | 10 (default), 5, 1 | 4096 |
 public struct PushType: Sendable, Hashable, CustomStringConvertible {
     /// The header value, e.g. `alert`.
     public let rawValue: String
@@ -33,22 +35,30 @@ public struct PushType: Sendable, Hashable, CustomStringConvertible {
     public static let voip = PushType("voip", topicSuffix: ".voip")
     public static let complication = PushType("complication", topicSuffix: ".complication")
     public static let fileprovider = PushType("fileprovider", topicSuffix: ".pushkit.fileprovider")
+    /// MDM pushes use the topic of the MDM certificate, not one derived from a bundle id.
+    public static let mdm = PushType("mdm")
     public static let liveactivity = PushType("liveactivity", topicSuffix: ".push-type.liveactivity")
     public static let pushtotalk = PushType("pushtotalk", topicSuffix: ".voip-ptt")
     public static let widgets = PushType("widgets", topicSuffix: ".push-type.widgets")
     public static let controls = PushType("controls", topicSuffix: ".push-type.controls")
 
-    /// Every type a push request may name.
+    /// Every type Apple documents, in the order of its documentation.
     public static let allCases: [PushType] = [
-        .alert, .background, .location, .voip, .complication, .fileprovider, .liveactivity, .pushtotalk, .widgets, .controls,
+        .alert, .background, .location, .voip, .complication, .fileprovider, .mdm, .liveactivity, .pushtotalk, .widgets,
+        .controls,
     ]
 
+    /// Every type a push request may name: all but `mdm`.
+    public static let acceptedInRequests: [PushType] = allCases.filter { $0 != .mdm }
+
+    /// The type named by an `apns-push-type` value; nil for anything Apple does not define.
     public init?(rawValue: String) {
         guard let known = Self.allCases.first(where: { $0.rawValue == rawValue }) else { return nil }
         self = known
     }
 
-    /// The `apns-topic` for `bundleID`: the bundle id plus ``topicSuffix``.
+    /// The `apns-topic` for an app's bundle id: the bundle id plus ``topicSuffix`` (unchanged for
+    /// `mdm`, whose topic is given as is, and when the suffix is already there).
     public func topic(forBundleID bundleID: String) -> String {
         guard !topicSuffix.isEmpty, !bundleID.hasSuffix(topicSuffix) else { return bundleID }
         return bundleID + topicSuffix
