@@ -1,5 +1,4 @@
 public import APNs
-import PushCore
 import Foundation
 public import PushCore
 
