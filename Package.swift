@@ -237,18 +237,30 @@ let package = Package(
         .executableTarget(name: "apns-sandbox", dependencies: serviceDependencies + ["APNsSandbox"], swiftSettings: swiftSettings),
         .executableTarget(name: "pushctl", dependencies: serviceDependencies + ["APNs", "TokenRegistry", "PushFeedback"], swiftSettings: swiftSettings),
 
-        // MARK: Benchmarks: executables that print figures (not timed tests)
-        .executableTarget(name: "foundation-bench", dependencies: serviceDependencies, swiftSettings: swiftSettings),
-        .executableTarget(name: "send-bench", dependencies: serviceDependencies, swiftSettings: swiftSettings),
+        // MARK: Benchmarks: executables that print figures (not timed tests), each beside its script
+        // in Benchmarks/<area>/ (`make bench-<area>`)
+        .executableTarget(
+            name: "foundation-bench",
+            dependencies: serviceDependencies,
+            path: "Benchmarks/foundation/foundation-bench",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "send-bench",
+            dependencies: serviceDependencies,
+            path: "Benchmarks/send/send-bench",
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "render-bench",
             dependencies: serviceDependencies + ["TestSupport"],
-            path: "Benchmarks/render-bench",
+            path: "Benchmarks/render/render-bench",
             swiftSettings: swiftSettings
         ),
         .executableTarget(
             name: "feedback-bench",
             dependencies: serviceDependencies + ["PushFeedback", "TokenRegistry"],
+            path: "Benchmarks/feedback/feedback-bench",
             swiftSettings: swiftSettings
         ),
 

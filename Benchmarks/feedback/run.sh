@@ -6,7 +6,7 @@
 #
 # Starts `scripts/rabbitmq.sh --name feedback-bench` and `scripts/redis.sh --name feedback-bench`
 # (AOF, appendfsync everysec, like every local Redis; flushed first), runs the `feedback-bench`
-# executable (Sources/feedback-bench: setup, then the timed run) without and then with a listener
+# executable (Benchmarks/feedback/feedback-bench: setup, then the timed run) without and then with a listener
 # queue bound to token.removed, prints its figures, CPU shares and the load of the machine, and stops
 # both servers again (dropping their data), also on failure or Ctrl-C.
 #
