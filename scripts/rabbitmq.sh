@@ -106,6 +106,9 @@ node_env() {
     export RABBITMQ_MNESIA_BASE="$DIR/mnesia"
     export RABBITMQ_LOG_BASE="$LOGDIR"
     export RABBITMQ_LOGS="$LOGDIR/rabbit.log"
+    # An Erlang VM that dies (the node, or rabbitmqctl's) writes erl_crash.dump into its working
+    # directory unless told otherwise: keep it with the node's logs, never in the work tree.
+    export ERL_CRASH_DUMP="$LOGDIR/erl_crash.dump"
     export RABBITMQ_PID_FILE="$PIDFILE"
     export RABBITMQ_CONF_ENV_FILE="$DIR/rabbitmq-env.conf"
     export RABBITMQ_CONFIG_FILE="$DIR/rabbitmq.conf"

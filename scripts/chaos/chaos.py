@@ -257,7 +257,8 @@ class Stack:
         env.update(HOME=str(self.rmq_dir), RABBITMQ_NODENAME=f"push-{self.name}@localhost", RABBITMQ_USE_LONGNAME="false",
                    ERL_EPMD_PORT=str(p + 1000), RABBITMQ_CTL_DIST_PORT_MIN=str(p + 21000),
                    RABBITMQ_CTL_DIST_PORT_MAX=str(p + 21010),
-                   RABBITMQ_CTL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}")
+                   RABBITMQ_CTL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}",
+                   ERL_CRASH_DUMP=str(self.rmq_dir / "erl_crash.dump"))
         r = subprocess.run([f"{RMQ_BIN}/rabbitmqctl", "-q", *argv], env=env, stdin=subprocess.DEVNULL,
                            capture_output=True, text=True, timeout=timeout)
         if r.returncode != 0:
