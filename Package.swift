@@ -392,7 +392,9 @@ let package = Package(
         // Locates the servers `make test` started and starts private ones for restart tests.
         .target(
             name: "TestSupport",
-            dependencies: ["APNs", "AMQP", .product(name: "Crypto", package: "swift-crypto"), .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "APNs", "AMQP", "PushServiceKit", .product(name: "Crypto", package: "swift-crypto"), .product(name: "Logging", package: "swift-log"),
+            ],
             path: "Tests/TestSupport",
             swiftSettings: swiftSettings
         ),

@@ -3,17 +3,7 @@ public import PushServiceKit
 /// push-feedback's own settings: how feedback is batched and how stale tokens are swept.
 ///
 /// Read with ``init(reader:defaults:)`` from the same environment and config file as
-/// ``PushServiceKit/PushConfiguration``. Every key:
-///
-/// | key | property | default | accepted values |
-/// |---|---|---|---|
-/// | `PUSH_FEEDBACK_BATCH_SIZE` | ``batchSize`` | `500` | events per pipelined batch (1–5000) |
-/// | `PUSH_FEEDBACK_BATCHES_IN_FLIGHT` | ``batchesInFlight`` | `4` | batches processed at once (1–64); the broker prefetch is `batch size × batches` (at most 65535) |
-/// | `PUSH_FEEDBACK_REMOVAL_NOTE_S` | ``removalNoteLifetime`` | `3600` | seconds a removal is remembered, so a redelivered event still announces it (0–604800; 0 = off) |
-/// | `PUSH_FEEDBACK_STALE_DAYS` | ``staleDays`` | `0` (off) | remove tokens not registered again for this many days (0–3650; 0 turns the sweep off) |
-/// | `PUSH_FEEDBACK_SWEEP_INTERVAL_S` | ``sweepInterval`` | `86400` | seconds from the end of one sweep of an app to the start of the next (more than 0) |
-/// | `PUSH_FEEDBACK_SWEEP_RATE` | ``sweepRate`` | `1000` | tokens examined per second at most, over all apps (1–1,000,000) |
-/// | `PUSH_FEEDBACK_SWEEP_BATCH` | ``sweepBatchSize`` | `200` | the `SSCAN` `COUNT` of one sweep step (1–10000) |
+/// ``PushServiceKit/PushConfiguration``; every key is in ``table``.
 ///
 /// The sweep compares a token's last registration (`updated_at`) with now − ``staleDays``; apps
 /// re-register at every launch, so a token silent for months belongs to a device that is gone. It is
@@ -68,38 +58,34 @@ public struct FeedbackConfiguration: Sendable, Hashable {
     /// ``staleDays`` in ms.
     public var staleAge: Int64 { Int64(staleDays) * 86_400_000 }
 
-    /// Every key this type reads.
-    public static let keys: Set<String> = [
-        "PUSH_FEEDBACK_BATCH_SIZE", "PUSH_FEEDBACK_BATCHES_IN_FLIGHT", "PUSH_FEEDBACK_REMOVAL_NOTE_S", "PUSH_FEEDBACK_STALE_DAYS",
-        "PUSH_FEEDBACK_SWEEP_INTERVAL_S", "PUSH_FEEDBACK_SWEEP_RATE", "PUSH_FEEDBACK_SWEEP_BATCH",
-    ]
+    /// Every key, in reading order: the key set, the reader, `--help` and the README's table come from it.
+    public static let table = ConfigurationTable<FeedbackConfiguration>("push-feedback", [
+        .int("PUSH_FEEDBACK_BATCH_SIZE", \.batchSize, in: 1...5000, "feedback events per pipelined batch (1–5000)"),
+        .int("PUSH_FEEDBACK_BATCHES_IN_FLIGHT", \.batchesInFlight, in: 1...64, "batches processed at once; prefetch = size × batches (1–64)"),
+        ConfigurationKey(
+            "PUSH_FEEDBACK_REMOVAL_NOTE_S", "seconds a removal is remembered for redelivered events (0–604800; 0 = off)",
+            default: { "\($0.removalNoteLifetime.components.seconds)" }
+        ) { reader, settings, defaults throws(ConfigurationError) in
+            let (noteSeconds, _) = defaults.removalNoteLifetime.components
+            settings.removalNoteLifetime = .seconds(try reader.int("PUSH_FEEDBACK_REMOVAL_NOTE_S", default: Int(noteSeconds), in: 0...604_800))
+        },
+        .int("PUSH_FEEDBACK_STALE_DAYS", \.staleDays, in: 0...3650, "remove tokens not registered again for this many days (0 = no sweep)"),
+        .seconds("PUSH_FEEDBACK_SWEEP_INTERVAL_S", \.sweepInterval, "seconds from the end of one sweep of an app to the next"),
+        .int("PUSH_FEEDBACK_SWEEP_RATE", \.sweepRate, in: 1...1_000_000, "tokens the sweep examines per second at most, over all apps"),
+        .int("PUSH_FEEDBACK_SWEEP_BATCH", \.sweepBatchSize, in: 1...10_000, "SSCAN COUNT of one sweep step (1–10000)"),
+    ])
 
-    /// Reads the keys of the table above through `reader`, using `defaults` for unset keys.
+    /// Every key this type reads.
+    public static var keys: Set<String> { table.names }
+
+    /// Reads the keys of ``table`` through `reader`, using `defaults` for unset keys.
     ///
     /// - Throws: ``PushServiceKit/ConfigurationError`` naming the key, e.g.
     ///   `PUSH_FEEDBACK_STALE_DAYS: "often" is not a whole number (0–3650)`.
     public init(reader: PushConfigurationReader, defaults: FeedbackConfiguration = FeedbackConfiguration()) throws(ConfigurationError) {
-        var configuration = defaults
-        configuration.batchSize = try reader.int("PUSH_FEEDBACK_BATCH_SIZE", default: defaults.batchSize, in: 1...5000)
-        configuration.batchesInFlight = try reader.int("PUSH_FEEDBACK_BATCHES_IN_FLIGHT", default: defaults.batchesInFlight, in: 1...64)
-        let (noteSeconds, _) = defaults.removalNoteLifetime.components
-        configuration.removalNoteLifetime = .seconds(try reader.int("PUSH_FEEDBACK_REMOVAL_NOTE_S", default: Int(noteSeconds), in: 0...604_800))
-        configuration.staleDays = try reader.int("PUSH_FEEDBACK_STALE_DAYS", default: defaults.staleDays, in: 0...3650)
-        configuration.sweepInterval = try reader.seconds("PUSH_FEEDBACK_SWEEP_INTERVAL_S", default: defaults.sweepInterval)
-        configuration.sweepRate = try reader.int("PUSH_FEEDBACK_SWEEP_RATE", default: defaults.sweepRate, in: 1...1_000_000)
-        configuration.sweepBatchSize = try reader.int("PUSH_FEEDBACK_SWEEP_BATCH", default: defaults.sweepBatchSize, in: 1...10_000)
-        self = configuration
+        self = try Self.table.read(reader, defaults: defaults)
     }
 
     /// The `--help` lines for the keys above.
-    public static let environmentHelp = """
-        push-feedback:
-          PUSH_FEEDBACK_BATCH_SIZE        feedback events per pipelined batch (default 500)
-          PUSH_FEEDBACK_BATCHES_IN_FLIGHT batches processed at once (default 4; prefetch = size × batches)
-          PUSH_FEEDBACK_REMOVAL_NOTE_S    seconds a removal is remembered for redelivered events (default 3600; 0 = off)
-          PUSH_FEEDBACK_STALE_DAYS        remove tokens not registered again for this many days (default 0 = no sweep)
-          PUSH_FEEDBACK_SWEEP_INTERVAL_S  seconds from the end of one sweep of an app to the next (default 86400)
-          PUSH_FEEDBACK_SWEEP_RATE        tokens the sweep examines per second at most (default 1000)
-          PUSH_FEEDBACK_SWEEP_BATCH       SSCAN COUNT of one sweep step (default 200)
-        """
+    public static var environmentHelp: String { table.help(defaults: FeedbackConfiguration()) }
 }

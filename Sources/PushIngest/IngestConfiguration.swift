@@ -3,16 +3,7 @@ public import PushServiceKit
 /// push-ingest's own settings: rate limits and the bounds on every HTTP request.
 ///
 /// Read with ``init(reader:defaults:)`` from the same environment and config file as
-/// ``PushServiceKit/PushConfiguration``. Every key:
-///
-/// | key | property | default | accepted values |
-/// |---|---|---|---|
-/// | `PUSH_INGEST_RATE_PER_CLIENT` | ``ratePerClient`` | `20000` | requests per second from one client address (0–10,000,000; 0 turns the limit off) |
-/// | `PUSH_INGEST_RATE_PER_APP` | ``ratePerApp`` | `50000` | requests per second for one app (0–10,000,000; 0 turns the limit off) |
-/// | `PUSH_INGEST_MAX_BODY_BYTES` | ``maxBodySize`` | `16384` | largest request body (256–1,048,576); larger bodies get `413` |
-/// | `PUSH_INGEST_REQUEST_TIMEOUT_S` | ``requestTimeout`` | `5` | seconds one request may take, body upload included (more than 0) |
-/// | `PUSH_INGEST_IDLE_TIMEOUT_S` | ``idleTimeout`` | `60` | seconds a keep-alive connection may stay silent before it is closed |
-/// | `PUSH_INGEST_MAX_CONNECTIONS` | ``maxConnections`` | `4096` | connections served at once (1–1,000,000); more wait in the backlog |
+/// ``PushServiceKit/PushConfiguration``; every key is in ``table``.
 ///
 /// The limits are a safety valve against a runaway client or app, not quotas: the defaults are high
 /// because behind a load balancer every client shares one address, and because the ingest benchmark
@@ -78,35 +69,27 @@ public struct IngestConfiguration: Sendable, Hashable {
         self.rateLimitKeyPrefix = rateLimitKeyPrefix
     }
 
-    /// Every key this type reads.
-    public static let keys: Set<String> = [
-        "PUSH_INGEST_RATE_PER_CLIENT", "PUSH_INGEST_RATE_PER_APP", "PUSH_INGEST_MAX_BODY_BYTES",
-        "PUSH_INGEST_REQUEST_TIMEOUT_S", "PUSH_INGEST_IDLE_TIMEOUT_S", "PUSH_INGEST_MAX_CONNECTIONS",
-    ]
+    /// Every key, in reading order: the key set, the reader, `--help` and the README's table come from it.
+    public static let table = ConfigurationTable<IngestConfiguration>("push-ingest", [
+        .int("PUSH_INGEST_RATE_PER_CLIENT", \.ratePerClient, in: 0...10_000_000, "requests/s from one client address (0 = no limit)"),
+        .int("PUSH_INGEST_RATE_PER_APP", \.ratePerApp, in: 0...10_000_000, "requests/s for one app, API and legacy forms together (0 = no limit)"),
+        .int("PUSH_INGEST_MAX_BODY_BYTES", \.maxBodySize, in: 256...1_048_576, "largest request body, larger gets 413 (256–1048576)"),
+        .seconds("PUSH_INGEST_REQUEST_TIMEOUT_S", \.requestTimeout, "seconds one request may take, body upload included"),
+        .seconds("PUSH_INGEST_IDLE_TIMEOUT_S", \.idleTimeout, "seconds an idle keep-alive connection stays open"),
+        .int("PUSH_INGEST_MAX_CONNECTIONS", \.maxConnections, in: 1...1_000_000, "connections served at once; more wait in the backlog"),
+    ])
 
-    /// Reads the keys of the table above through `reader`, using `defaults` for unset keys.
+    /// Every key this type reads.
+    public static var keys: Set<String> { table.names }
+
+    /// Reads the keys of ``table`` through `reader`, using `defaults` for unset keys.
     ///
     /// - Throws: ``PushServiceKit/ConfigurationError`` naming the key, e.g.
     ///   `PUSH_INGEST_RATE_PER_APP: "lots" is not a whole number (0–10000000)`.
     public init(reader: PushConfigurationReader, defaults: IngestConfiguration = IngestConfiguration()) throws(ConfigurationError) {
-        var configuration = defaults
-        configuration.ratePerClient = try reader.int("PUSH_INGEST_RATE_PER_CLIENT", default: defaults.ratePerClient, in: 0...10_000_000)
-        configuration.ratePerApp = try reader.int("PUSH_INGEST_RATE_PER_APP", default: defaults.ratePerApp, in: 0...10_000_000)
-        configuration.maxBodySize = try reader.int("PUSH_INGEST_MAX_BODY_BYTES", default: defaults.maxBodySize, in: 256...1_048_576)
-        configuration.requestTimeout = try reader.seconds("PUSH_INGEST_REQUEST_TIMEOUT_S", default: defaults.requestTimeout)
-        configuration.idleTimeout = try reader.seconds("PUSH_INGEST_IDLE_TIMEOUT_S", default: defaults.idleTimeout)
-        configuration.maxConnections = try reader.int("PUSH_INGEST_MAX_CONNECTIONS", default: defaults.maxConnections, in: 1...1_000_000)
-        self = configuration
+        self = try Self.table.read(reader, defaults: defaults)
     }
 
     /// The `--help` lines for the keys above.
-    public static let environmentHelp = """
-        push-ingest:
-          PUSH_INGEST_RATE_PER_CLIENT   requests/s from one client address (default 20000; 0 = no limit)
-          PUSH_INGEST_RATE_PER_APP      requests/s for one app (default 50000; 0 = no limit)
-          PUSH_INGEST_MAX_BODY_BYTES    largest request body, larger gets 413 (default 16384)
-          PUSH_INGEST_REQUEST_TIMEOUT_S seconds one request may take (default 5)
-          PUSH_INGEST_IDLE_TIMEOUT_S    seconds an idle keep-alive connection stays open (default 60)
-          PUSH_INGEST_MAX_CONNECTIONS   connections served at once (default 4096)
-        """
+    public static var environmentHelp: String { table.help(defaults: IngestConfiguration()) }
 }

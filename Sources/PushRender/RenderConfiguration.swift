@@ -1,15 +1,8 @@
 public import PushServiceKit
 
 /// push-render's own settings, read with ``init(reader:defaults:)`` from the same environment and
-/// config file as ``PushServiceKit/PushConfiguration`` (which holds `PUSH_LOCALIZATION_DIR`). Every key:
-///
-/// | key | property | default | accepted values |
-/// |---|---|---|---|
-/// | `PUSH_RENDER_BATCH_SIZE` | ``batchSize`` | `500` | tokens per send batch (1–5000) |
-/// | `PUSH_RENDER_CONCURRENCY` | ``concurrency`` | `4` | push requests rendered at once, also the consumer's prefetch (1–64) |
-/// | `PUSH_RENDER_ROUND_TOKENS` | ``roundTokens`` | `10000` | tokens per fan-out round: scanned, rendered, published and checkpointed together (100–1,000,000) |
-/// | `PUSH_RENDER_DEFAULT_LOCALE` | ``defaultLocale`` | `en` | the last step of every locale fallback chain |
-/// | `PUSH_RENDER_PROGRESS_TTL_S` | ``progressTTL`` | `604800` (7 days) | how long a request id is remembered (idempotency) and a fan-out can resume |
+/// config file as ``PushServiceKit/PushConfiguration`` (which holds `PUSH_LOCALIZATION_DIR`); every
+/// key is in ``table``.
 ///
 /// A round is the unit of crash recovery: its batches are published with confirms and only then is
 /// the scan position written to Redis, so a restart resumes at the first unpublished round.
@@ -47,37 +40,30 @@ public struct RenderConfiguration: Sendable, Hashable {
         self.keyPrefix = keyPrefix
     }
 
-    /// Every key this type reads.
-    public static let keys: Set<String> = [
-        "PUSH_RENDER_BATCH_SIZE", "PUSH_RENDER_CONCURRENCY", "PUSH_RENDER_ROUND_TOKENS", "PUSH_RENDER_DEFAULT_LOCALE",
-        "PUSH_RENDER_PROGRESS_TTL_S",
-    ]
+    /// Every key, in reading order: the key set, the reader, `--help` and the README's table come from it.
+    public static let table = ConfigurationTable<RenderConfiguration>("push-render", [
+        .int("PUSH_RENDER_BATCH_SIZE", \.batchSize, in: 1...5000, "tokens per send batch (1–5000)"),
+        .int("PUSH_RENDER_CONCURRENCY", \.concurrency, in: 1...64, "push requests rendered at once, also the consumer's prefetch (1–64)"),
+        .int("PUSH_RENDER_ROUND_TOKENS", \.roundTokens, in: 100...1_000_000, "tokens per fan-out round, the unit of crash recovery (100–1000000)"),
+        .text(
+            "PUSH_RENDER_DEFAULT_LOCALE", \.defaultLocale, expected: "a locale such as en or en-US", "last locale of every fallback chain"
+        ) { text in
+            !text.isEmpty && text.count <= 35 && text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) ? text : nil
+        },
+        .seconds("PUSH_RENDER_PROGRESS_TTL_S", \.progressTTL, "seconds a request id is remembered for idempotency and a fan-out can resume"),
+    ])
 
-    /// Reads the keys of the table above through `reader`, using `defaults` for unset keys.
+    /// Every key this type reads.
+    public static var keys: Set<String> { table.names }
+
+    /// Reads the keys of ``table`` through `reader`, using `defaults` for unset keys.
     ///
     /// - Throws: ``PushServiceKit/ConfigurationError`` naming the key, e.g.
     ///   `PUSH_RENDER_BATCH_SIZE: "lots" is not a whole number (1–5000)`.
     public init(reader: PushConfigurationReader, defaults: RenderConfiguration = RenderConfiguration()) throws(ConfigurationError) {
-        var configuration = defaults
-        configuration.batchSize = try reader.int("PUSH_RENDER_BATCH_SIZE", default: defaults.batchSize, in: 1...5000)
-        configuration.concurrency = try reader.int("PUSH_RENDER_CONCURRENCY", default: defaults.concurrency, in: 1...64)
-        configuration.roundTokens = try reader.int("PUSH_RENDER_ROUND_TOKENS", default: defaults.roundTokens, in: 100...1_000_000)
-        configuration.defaultLocale = try reader.value(
-            "PUSH_RENDER_DEFAULT_LOCALE", default: defaults.defaultLocale, expected: "a locale such as en or en-US"
-        ) { text in
-            !text.isEmpty && text.count <= 35 && text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) ? text : nil
-        }
-        configuration.progressTTL = try reader.seconds("PUSH_RENDER_PROGRESS_TTL_S", default: defaults.progressTTL)
-        self = configuration
+        self = try Self.table.read(reader, defaults: defaults)
     }
 
     /// The `--help` lines for the keys above.
-    public static let environmentHelp = """
-        push-render:
-          PUSH_RENDER_BATCH_SIZE      tokens per send batch (default 500)
-          PUSH_RENDER_CONCURRENCY     push requests rendered at once (default 4)
-          PUSH_RENDER_ROUND_TOKENS    tokens per fan-out round, the unit of crash recovery (default 10000)
-          PUSH_RENDER_DEFAULT_LOCALE  last locale of every fallback chain (default en)
-          PUSH_RENDER_PROGRESS_TTL_S  seconds a request id is remembered for idempotency (default 604800)
-        """
+    public static var environmentHelp: String { table.help(defaults: RenderConfiguration()) }
 }

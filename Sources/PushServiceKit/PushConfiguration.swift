@@ -95,11 +95,7 @@ public struct PushConfiguration: Sendable, Hashable {
     }
 
     /// Every key this type reads, plus `PUSH_CONFIG_FILE`.
-    public static let keys: Set<String> = [
-        "PUSH_AMQP_URL", "PUSH_REDIS_URL", "PUSH_APPS_FILE", "PUSH_APNS_ENDPOINT", "PUSH_APNS_CA_FILE",
-        "PUSH_LOCALIZATION_DIR", "PUSH_HTTP_PORT", "PUSH_HTTP_HOST", "PUSH_LOG_LEVEL", "PUSH_LOG_FORMAT",
-        "PUSH_SHUTDOWN_TIMEOUT_S", PushConfigurationReader.configFileKey,
-    ]
+    public static var keys: Set<String> { table.names.union([PushConfigurationReader.configFileKey]) }
 }
 
 // MARK: - Loading
@@ -119,71 +115,92 @@ extension PushConfiguration {
         return try PushConfiguration(reader: reader, defaults: defaults)
     }
 
-    /// Reads every key of the table above through `reader`, using `defaults` for unset keys.
+    /// Reads every key of ``table`` through `reader`, using `defaults` for unset keys.
     public init(reader: PushConfigurationReader, defaults: PushConfiguration) throws(ConfigurationError) {
-        let amqpURL = try reader.url(
-            "PUSH_AMQP_URL",
-            schemes: ["amqp", "amqps"],
-            expected: "an AMQP URL (amqp://user:password@host:port/vhost, or amqps:// for TLS)"
-        )
-        let redisURL = try reader.url(
-            "PUSH_REDIS_URL",
-            schemes: ["redis", "rediss"],
-            expected: "a Redis URL (redis://[:password@]host:port/db, or rediss:// for TLS)"
-        )
-        if let redisURL, let text = reader.string("PUSH_REDIS_URL") {
-            let database = redisURL.path.hasPrefix("/") ? String(redisURL.path.dropFirst()) : redisURL.path
-            if !database.isEmpty, Int(database) == nil {
-                throw reader.invalidValue("PUSH_REDIS_URL", text, "has a database that is not a number (redis://host:port/<db>)")
-            }
-        }
-        let apnsEndpoint = try reader.url(
-            "PUSH_APNS_ENDPOINT",
-            schemes: ["https"],
-            expected: "an https URL with a host and optional port (e.g. https://127.0.0.1:2197)"
-        )
-        if let apnsEndpoint, let text = reader.string("PUSH_APNS_ENDPOINT") {
-            let pathIsEmpty = apnsEndpoint.path.isEmpty || apnsEndpoint.path == "/"
-            if !pathIsEmpty || apnsEndpoint.query != nil || apnsEndpoint.fragment != nil || apnsEndpoint.user != nil {
-                throw reader.invalidValue(
-                    "PUSH_APNS_ENDPOINT",
-                    text,
-                    "is not an https URL with a host and optional port only (e.g. https://127.0.0.1:2197, no path)"
-                )
-            }
-            if let port = apnsEndpoint.port, !(1...65535).contains(port) {
-                throw reader.invalidValue("PUSH_APNS_ENDPOINT", text, "has a port outside 1–65535")
-            }
-        }
-        let httpHost = try reader.value("PUSH_HTTP_HOST", default: defaults.httpHost, expected: "a host name or IP address") { text in
-            text.isEmpty || text.contains(where: { $0.isWhitespace || $0 == "/" }) ? nil : text
-        }
-        let logLevel = try reader.value(
-            "PUSH_LOG_LEVEL",
-            default: defaults.logLevel,
-            expected: "a log level (\(Logger.Level.allCases.map(\.rawValue).joined(separator: ", ")))"
-        ) { text in
-            Logger.Level(rawValue: text.lowercased())
-        }
-        let logFormat = try reader.value(
-            "PUSH_LOG_FORMAT",
-            default: defaults.logFormat,
-            expected: "a log format (\(LogFormat.allCases.map(\.rawValue).joined(separator: ", ")))"
-        ) { text in
-            LogFormat(rawValue: text.lowercased())
-        }
-        self.init(
-            httpPort: try reader.port("PUSH_HTTP_PORT", default: defaults.httpPort),
-            amqpURL: amqpURL ?? defaults.amqpURL,
-            redisURL: redisURL ?? defaults.redisURL,
-            appsFile: reader.string("PUSH_APPS_FILE", default: defaults.appsFile),
-            apnsEndpoint: apnsEndpoint ?? defaults.apnsEndpoint,
-            apnsCAFile: reader.string("PUSH_APNS_CA_FILE") ?? defaults.apnsCAFile,
-            localizationDir: reader.string("PUSH_LOCALIZATION_DIR", default: defaults.localizationDir),
-            httpHost: httpHost,
-            logLevel: logLevel,
-            logFormat: logFormat,
-            shutdownTimeout: try reader.seconds("PUSH_SHUTDOWN_TIMEOUT_S", default: defaults.shutdownTimeout)
-        )
+        self = try Self.table.read(reader, defaults: defaults)
     }
+
+    /// Every key, in reading order: the key set, the reader, `--help` and the README's table come from it.
+    public static let table = ConfigurationTable<PushConfiguration>(
+        "Configuration (environment variables; PUSH_CONFIG_FILE names an optional JSON file of the same keys, which the environment overrides)",
+        [
+            ConfigurationKey("PUSH_AMQP_URL", "RabbitMQ URL (amqps:// for TLS)", default: { $0.amqpURL.absoluteString }) {
+                reader, settings, defaults throws(ConfigurationError) in
+                settings.amqpURL =
+                    try reader.url(
+                        "PUSH_AMQP_URL", schemes: ["amqp", "amqps"],
+                        expected: "an AMQP URL (amqp://user:password@host:port/vhost, or amqps:// for TLS)"
+                    ) ?? defaults.amqpURL
+            },
+            ConfigurationKey("PUSH_REDIS_URL", "Redis URL", default: { $0.redisURL.absoluteString }) {
+                reader, settings, defaults throws(ConfigurationError) in
+                let url = try reader.url(
+                    "PUSH_REDIS_URL", schemes: ["redis", "rediss"],
+                    expected: "a Redis URL (redis://[:password@]host:port/db, or rediss:// for TLS)"
+                )
+                if let url, let text = reader.string("PUSH_REDIS_URL") {
+                    let database = url.path.hasPrefix("/") ? String(url.path.dropFirst()) : url.path
+                    if !database.isEmpty, Int(database) == nil {
+                        throw reader.invalidValue("PUSH_REDIS_URL", text, "has a database that is not a number (redis://host:port/<db>)")
+                    }
+                }
+                settings.redisURL = url ?? defaults.redisURL
+            },
+            .string("PUSH_APPS_FILE", \.appsFile, "per-app APNs credentials, ingest keys and limits"),
+            ConfigurationKey(
+                "PUSH_APNS_ENDPOINT", "APNs override, e.g. https://127.0.0.1:2197 for apns-sandbox",
+                default: { $0.apnsEndpoint?.absoluteString ?? "per app: production or sandbox" }
+            ) { reader, settings, defaults throws(ConfigurationError) in
+                let url = try reader.url(
+                    "PUSH_APNS_ENDPOINT", schemes: ["https"], expected: "an https URL with a host and optional port (e.g. https://127.0.0.1:2197)"
+                )
+                if let url, let text = reader.string("PUSH_APNS_ENDPOINT") {
+                    let pathIsEmpty = url.path.isEmpty || url.path == "/"
+                    if !pathIsEmpty || url.query != nil || url.fragment != nil || url.user != nil {
+                        throw reader.invalidValue(
+                            "PUSH_APNS_ENDPOINT", text, "is not an https URL with a host and optional port only (e.g. https://127.0.0.1:2197, no path)"
+                        )
+                    }
+                    if let port = url.port, !(1...65535).contains(port) {
+                        throw reader.invalidValue("PUSH_APNS_ENDPOINT", text, "has a port outside 1–65535")
+                    }
+                }
+                settings.apnsEndpoint = url ?? defaults.apnsEndpoint
+            },
+            ConfigurationKey(
+                "PUSH_APNS_CA_FILE", "extra CA certificates (PEM) to trust, e.g. apns-sandbox's",
+                default: { $0.apnsCAFile ?? "none: the system trust store" }
+            ) { reader, settings, defaults in
+                settings.apnsCAFile = reader.string("PUSH_APNS_CA_FILE") ?? defaults.apnsCAFile
+            },
+            .string("PUSH_LOCALIZATION_DIR", \.localizationDir, "LOCALE.strings catalogs for server-side localisation"),
+            ConfigurationKey(
+                "PUSH_HTTP_PORT", "admin listener port (/healthz, /readyz, /metrics; push-ingest's API too)",
+                default: { _ in
+                    "ingest \(DefaultHTTPPort.ingest), render \(DefaultHTTPPort.render), send \(DefaultHTTPPort.send), feedback \(DefaultHTTPPort.feedback)"
+                }
+            ) { reader, settings, defaults throws(ConfigurationError) in
+                settings.httpPort = try reader.port("PUSH_HTTP_PORT", default: defaults.httpPort)
+            },
+            .text("PUSH_HTTP_HOST", \.httpHost, expected: "a host name or IP address", "admin listener address") { text in
+                text.isEmpty || text.contains(where: { $0.isWhitespace || $0 == "/" }) ? nil : text
+            },
+            .text(
+                "PUSH_LOG_LEVEL", \.logLevel, expected: "a log level (\(Logger.Level.allCases.map(\.rawValue).joined(separator: ", ")))",
+                "trace, debug, info, notice, warning, error, critical", shown: \.rawValue
+            ) { text in
+                Logger.Level(rawValue: text.lowercased())
+            },
+            .text(
+                "PUSH_LOG_FORMAT", \.logFormat, expected: "a log format (\(LogFormat.allCases.map(\.rawValue).joined(separator: ", ")))",
+                "text or json (one object per line)", shown: \.rawValue
+            ) { text in
+                LogFormat(rawValue: text.lowercased())
+            },
+            .seconds("PUSH_SHUTDOWN_TIMEOUT_S", \.shutdownTimeout, "seconds SIGTERM may take to drain in-flight work"),
+        ]
+    )
+
+    /// The `--help` section every service prints.
+    public static var environmentHelp: String { table.help(defaults: PushConfiguration(httpPort: DefaultHTTPPort.ingest)) }
 }
