@@ -63,16 +63,15 @@ public struct FeedbackQueueConsumer: Service {
         self.configuration = configuration
         self.metrics = metrics
         self.settler = DeliverySettler(queue: queues.feedback, queues: queues, subject: "feedback event", gaveUp: "token registry unavailable")
-        var logger = logger
-        logger[metadataKey: "push.queue"] = "\(queues.feedback.name)"
-        self.logger = logger
+        self.logger = logger.consuming(queues.feedback)
         self.now = now
     }
 
-    /// Consumes until graceful shutdown or cancellation, then drains and settles what it holds.
+    /// Handles feedback in batches (``FeedbackConfiguration/batchSize`` events,
+    /// ``FeedbackConfiguration/batchesInFlight`` batches at once, on ``PushServiceKit/BoundedConsumer``)
+    /// until graceful shutdown or cancellation; then settles every batch it holds and returns.
     ///
-    /// - Throws: when the broker cancels the consumer (the queue was deleted); what was received is
-    ///   finished first.
+    /// - Throws: when the broker cancels the consumer (the queue was deleted), after that drain.
     public func run() async throws {
         let consumer = amqp.consume(queue: queues.feedback.name, prefetch: configuration.prefetch)
         logger.info(

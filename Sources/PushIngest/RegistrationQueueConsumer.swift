@@ -52,16 +52,14 @@ public struct RegistrationQueueConsumer: Service {
         self.queues = queues
         self.prefetch = Swift.max(1, prefetch)
         self.settler = DeliverySettler(queue: queues.registrations, queues: queues, subject: "registration message", gaveUp: "token registry unavailable")
-        var logger = logger
-        logger[metadataKey: "push.queue"] = "\(queues.registrations.name)"
-        self.logger = logger
+        self.logger = logger.consuming(queues.registrations)
         self.now = now
     }
 
-    /// Consumes until graceful shutdown or cancellation, then drains in-flight deliveries and returns.
+    /// Stores registrations, `prefetch` at a time (``PushServiceKit/BoundedConsumer``), until graceful
+    /// shutdown or cancellation; then finishes those in flight and returns.
     ///
-    /// - Throws: when the broker cancels the consumer (the queue was deleted); in-flight deliveries are
-    ///   finished first.
+    /// - Throws: when the broker cancels the consumer (the queue was deleted), after that drain.
     public func run() async throws {
         let consumer = amqp.consume(queue: queues.registrations.name, prefetch: prefetch)
         logger.info("consuming registrations", metadata: ["push.prefetch": "\(prefetch)"])

@@ -63,9 +63,7 @@ public struct PushRequestConsumer: Service {
         self.catalogs = catalogs
         self.configuration = configuration
         self.queues = queues
-        var logger = logger
-        logger[metadataKey: "push.queue"] = "\(queues.requests.name)"
-        self.logger = logger
+        self.logger = logger.consuming(queues.requests)
         self.now = now
         self.settler = DeliverySettler(queue: queues.requests, queues: queues, subject: "push request", gaveUp: "not rendered")
         self.instanceID = "\(ProcessInfo.processInfo.hostName)/\(ProcessInfo.processInfo.processIdentifier)/\(UInt32.random(in: 0...UInt32.max))"

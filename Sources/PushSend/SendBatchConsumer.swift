@@ -26,9 +26,7 @@ public struct SendBatchConsumer: Service {
         self.queue = queues.send.name
         self.prefetch = Swift.max(1, Swift.min(configuration.prefetch, Int(UInt16.max)))
         self.drainTimeout = configuration.drainTimeout
-        var logger = logger
-        logger[metadataKey: "push.queue"] = "\(queues.send.name)"
-        self.logger = logger
+        self.logger = logger.consuming(queues.send)
     }
 
     /// Consumes until graceful shutdown or cancellation, drains (bounded), and returns.
