@@ -2,6 +2,7 @@ public import AMQP
 import Foundation
 public import Logging
 public import PushCore
+import PushServiceKit
 public import ServiceLifecycle
 import TokenRegistry
 
@@ -22,29 +23,23 @@ import TokenRegistry
 /// - **malformed** (not JSON, a missing or bad field, an unknown reason or app) or refused by the
 ///   registry for good (a corrupt record) → the original body and properties go to `push.dead` with the
 ///   reason, naming the field, in `x-push-error`; acked after the confirm;
-/// - **Redis unavailable** → republished to the queue's delayed-retry tier (5 s, 60 s, then 10 min,
-///   counted in ``retriesHeader``, at most ``maximumRetries`` times, then dead-lettered); acked after
+/// - **Redis unavailable** → retried through the queue's delayed-retry tier (5 s, 60 s, then 10 min,
+///   at most ``PushServiceKit/DeliverySettler/maximumRetries`` times, then dead-lettered); acked after
 ///   the confirm;
 /// - a **publish that failed** (broker trouble) → the delivery is requeued after
-///   ``publishFailureBackoff``; redoing it is harmless.
+///   ``PushServiceKit/DeliverySettler/publishFailureBackoff``; redoing it is harmless.
 ///
-/// On graceful shutdown the consumer stops taking deliveries, finishes and settles every batch it
+/// The loop and the settling are the service kit's (``PushServiceKit/BoundedConsumer``,
+/// ``PushServiceKit/DeliverySettler``). On graceful shutdown the consumer stops taking deliveries, finishes and settles every batch it
 /// holds, and returns.
 public struct FeedbackQueueConsumer: Service {
-    /// Header counting how often a message went through a retry tier.
-    public static let retriesHeader = "x-push-retries"
-    /// Retry-tier passes before a message that keeps meeting an unavailable Redis is dead-lettered:
-    /// 5 s + 60 s + 8 × 10 min ≈ 81 minutes of outage survived without an operator.
-    public static let maximumRetries = 10
-    /// The pause before requeueing a batch whose publishes failed.
-    public static let publishFailureBackoff: Duration = .seconds(1)
-
     private let amqp: AMQPConnection
     private let remover: TokenRemover
     private let apps: AppsFile?
     private let queues: PushQueues
     private let configuration: FeedbackConfiguration
     private let metrics: FeedbackMetrics
+    private let settler: DeliverySettler
     private let logger: Logger
     private let now: @Sendable () -> Int64
 
@@ -67,84 +62,58 @@ public struct FeedbackQueueConsumer: Service {
         self.queues = queues
         self.configuration = configuration
         self.metrics = metrics
-        var logger = logger
-        logger[metadataKey: "push.queue"] = "\(queues.feedback.name)"
-        self.logger = logger
+        self.settler = DeliverySettler(queue: queues.feedback, queues: queues, subject: "feedback event", gaveUp: "token registry unavailable")
+        self.logger = logger.consuming(queues.feedback)
         self.now = now
     }
 
-    /// Consumes until graceful shutdown or cancellation, then drains and settles what it holds.
+    /// Handles feedback in batches (``FeedbackConfiguration/batchSize`` events,
+    /// ``FeedbackConfiguration/batchesInFlight`` batches at once, on ``PushServiceKit/BoundedConsumer``)
+    /// until graceful shutdown or cancellation; then settles every batch it holds and returns.
     ///
-    /// - Throws: when the broker cancels the consumer (the queue was deleted); what was received is
-    ///   finished first.
+    /// - Throws: when the broker cancels the consumer (the queue was deleted), after that drain.
     public func run() async throws {
         let consumer = amqp.consume(queue: queues.feedback.name, prefetch: configuration.prefetch)
         logger.info(
             "consuming feedback",
             metadata: ["push.batch_size": "\(configuration.batchSize)", "push.batches_in_flight": "\(configuration.batchesInFlight)"]
         )
-        let inbox = DeliveryInbox<AMQPDelivery>()
-        let batchSize = Swift.max(1, configuration.batchSize)
-        let limit = Swift.max(1, configuration.batchesInFlight)
-        await withGracefulShutdownHandler {
-            await withTaskGroup(of: Void.self) { group in
-                group.addTask {
-                    do {
-                        for try await delivery in consumer { inbox.put(delivery) }
-                        inbox.finish()
-                    } catch {
-                        inbox.finish(failure: error)
-                    }
-                }
-                var inFlight = 0
-                var previous: OneShotGate?
-                while let deliveries = await inbox.take(max: batchSize) {
-                    if inFlight >= limit {
-                        await group.next()
-                        inFlight -= 1
-                    }
-                    let settledBefore = previous
-                    let settled = OneShotGate()
-                    previous = settled
-                    group.addTask {
-                        let dispositions = await self.process(deliveries)
-                        await settledBefore?.wait()
-                        await self.settle(deliveries, dispositions)
-                        settled.open()
-                    }
-                    inFlight += 1
-                }
-                await group.waitForAll()
-            }
-        } onGracefulShutdown: {
-            consumer.cancel()
-        }
-        if let failure = inbox.failure {
-            logger.error("feedback consumer stopped", metadata: ["push.error": "\(failure)"])
-            throw failure
-        }
-        logger.info("feedback consumer drained")
+        let bounds = BoundedConsumer.Bounds(workers: configuration.batchesInFlight, batchSize: configuration.batchSize)
+        let loop = BoundedConsumer(name: "feedback consumer", bounds: bounds, logger: logger)
+        try await loop.run(consumer) { deliveries, turn in await self.process(deliveries, turn: turn) }
     }
 
     // MARK: One batch
 
-    /// What to do with a delivery once its batch's publishes are done.
-    enum Disposition: Sendable, Equatable {
-        case ack
-        case requeue
-    }
-
-    /// One delivery's messages to publish, and its metric outcome.
+    /// What to do with one delivery of a batch, and its metric outcome once settled as decided.
     private struct Work {
         var outcome: FeedbackMetrics.Outcome
-        var messages: [AMQPOutboundMessage] = []
+        var disposition: DeliveryDisposition
+
+        /// Done, once `event` (if any) is confirmed.
+        static func done(_ outcome: FeedbackMetrics.Outcome, event: AMQPOutboundMessage?) -> Work {
+            Work(outcome: outcome, disposition: event.map { .ackAfterPublishing([$0]) } ?? .ack)
+        }
     }
 
-    /// Decodes, removes, publishes; returns each delivery's disposition. Never throws.
-    func process(_ deliveries: [AMQPDelivery]) async -> [Disposition] {
+    /// Decides, then settles the batch once every earlier batch is settled (`turn`). Never throws.
+    func process(_ deliveries: [AMQPDelivery], turn: SettlementTurn) async {
+        let work = await decide(deliveries)
+        let settled = await settler.settle(deliveries, work.map(\.disposition), amqp: amqp, turn: turn, logger: logger)
+        for (item, result) in zip(work, settled) {
+            switch result.outcome {
+            case .settled: metrics.count(result.settlement.gaveUp ? .refused : item.outcome)
+            case .requeued: metrics.count(.requeued)
+            case .superseded: break
+            }
+        }
+    }
+
+    /// Decodes and removes; what to do with each delivery.
+    private func decide(_ deliveries: [AMQPDelivery]) async -> [Work] {
         metrics.batch(size: deliveries.count)
         let now = now()
-        var work = [Work](repeating: Work(outcome: .notFound), count: deliveries.count)
+        var work = [Work](repeating: .done(.notFound, event: nil), count: deliveries.count)
         var reports: [InvalidTokenReport] = []
         var owners: [Int] = []
         reports.reserveCapacity(deliveries.count)
@@ -159,10 +128,9 @@ public struct FeedbackQueueConsumer: Service {
                 owners.append(index)
             } catch {
                 logger.notice("invalid feedback event", metadata: ["push.error": "\(error.message)"])
-                work[index] = Work(outcome: .malformed, messages: [deadLetter(delivery, reason: error.message)])
+                work[index] = Work(outcome: .malformed, disposition: .deadLetter(reason: error.message))
             }
         }
-        var firstRetryReason: String?
         if !reports.isEmpty {
             do {
                 let steps = try await remover.remove(reports, now: now) { [deliveries, owners] report in
@@ -171,119 +139,36 @@ public struct FeedbackQueueConsumer: Service {
                 for (position, step) in steps.enumerated() {
                     let index = owners[position]
                     let report = reports[position]
+                    let event = step.event.map { remover.message(for: $0) }
                     switch step.outcome {
                     case .success(.removed):
-                        work[index].outcome = .removed
+                        work[index] = .done(.removed, event: event)
                         logger.debug(
                             "token removed",
                             metadata: ["push.app": "\(report.app)", "push.token": "\(report.token.redacted)", "push.reason": "\(report.reason)"]
                         )
                     case .success(.keptRegisteredAfter):
-                        work[index].outcome = .kept
+                        work[index] = .done(.kept, event: event)
                     case .success(.notFound):
-                        work[index].outcome = .notFound
+                        work[index] = .done(.notFound, event: event)
                     case .failure(let error) where error.isRetryable:
-                        firstRetryReason = firstRetryReason ?? error.message
-                        work[index] = retry(deliveries[index], error: error)
+                        work[index] = Work(outcome: .retried, disposition: .retry(reason: error.message))
                     case .failure(let error):
                         logger.error("registry refused a feedback event", metadata: ["push.error": "\(error.message)"])
-                        work[index] = Work(outcome: .refused, messages: [deadLetter(deliveries[index], reason: error.message)])
+                        work[index] = Work(outcome: .refused, disposition: .deadLetter(reason: error.message))
                     }
-                    if let event = step.event { work[index].messages.append(remover.message(for: event)) }
                 }
             } catch {
-                firstRetryReason = error.message
-                for index in owners { work[index] = retry(deliveries[index], error: error) }
+                for index in owners { work[index] = Work(outcome: .retried, disposition: .retry(reason: error.message)) }
             }
         }
-        let retried = work.filter { $0.outcome == .retried }.count
-        if retried > 0 {
-            // One line per batch: a Redis outage would otherwise log every event.
-            logger.warning(
-                "registry unavailable; feedback events scheduled for retry",
-                metadata: ["push.retried": "\(retried)", "push.error": "\(firstRetryReason ?? "unknown")"]
-            )
-        }
-        return await publish(work)
-    }
-
-    /// Publishes every delivery's messages in one go; a delivery is acked when all of its were
-    /// confirmed, requeued otherwise.
-    private func publish(_ work: [Work]) async -> [Disposition] {
-        var messages: [AMQPOutboundMessage] = []
-        var owners: [Int] = []
-        for (index, item) in work.enumerated() {
-            for message in item.messages {
-                messages.append(message)
-                owners.append(index)
-            }
-        }
-        var dispositions = [Disposition](repeating: .ack, count: work.count)
-        var firstFailure: AMQPError?
-        for (position, result) in await amqp.publish(messages).enumerated() {
-            if case .failure(let error) = result {
-                dispositions[owners[position]] = .requeue
-                firstFailure = firstFailure ?? error
-            }
-        }
-        for (index, item) in work.enumerated() {
-            metrics.count(dispositions[index] == .ack ? item.outcome : .requeued)
-        }
-        if let firstFailure {
-            logger.error(
-                "could not publish feedback results; requeueing those events",
-                metadata: ["push.amqp_error": "\(firstFailure)", "push.requeued": "\(dispositions.filter { $0 == .requeue }.count)"]
-            )
-        }
-        return dispositions
-    }
-
-    /// Settles a batch: requeues (after the backoff) what must be redone, then acks the rest with one
-    /// `multiple` ack on the last of them.
-    private func settle(_ deliveries: [AMQPDelivery], _ dispositions: [Disposition]) async {
-        let plan = Self.settlementPlan(dispositions)
-        if !plan.requeue.isEmpty {
-            try? await Task.sleep(for: Self.publishFailureBackoff)
-            for index in plan.requeue { deliveries[index].nack(requeue: true) }
-        }
-        if let last = plan.ackThrough {
-            deliveries[last].ack(multiple: true)
-        }
-    }
-
-    /// Which deliveries of a batch to requeue (each alone, first), and the last one to ack with
-    /// `multiple` (which acks every earlier unsettled delivery on the channel: the batch's others,
-    /// since earlier batches are settled by then and later ones hold higher delivery tags).
-    static func settlementPlan(_ dispositions: [Disposition]) -> (requeue: [Int], ackThrough: Int?) {
-        (dispositions.indices.filter { dispositions[$0] == .requeue }, dispositions.lastIndex(of: .ack))
+        return work
     }
 
     /// Whether an earlier try may have applied this delivery: the broker redelivered it, or it came back
     /// from a retry tier (a timed-out pipeline may still have run).
     static func mayHaveBeenApplied(_ delivery: AMQPDelivery) -> Bool {
-        delivery.redelivered || delivery.properties.headers[retriesHeader] != nil
-    }
-
-    // MARK: Dead letters and retries
-
-    /// The original body and properties, with the reason in `x-push-error`, for `push.dead`.
-    private func deadLetter(_ delivery: AMQPDelivery, reason: String) -> AMQPOutboundMessage {
-        var properties = delivery.properties
-        properties.headers[PushQueues.errorHeader] = .string(reason)
-        return AMQPOutboundMessage(exchange: queues.exchange, routingKey: queues.deadRoutingKey, body: delivery.body, properties: properties)
-    }
-
-    /// A copy for the next retry tier, or a dead letter once ``maximumRetries`` are used up.
-    private func retry(_ delivery: AMQPDelivery, error: RegistryError) -> Work {
-        let retries = Int(delivery.properties.headers[Self.retriesHeader]?.intValue ?? 0)
-        guard let target = queues.feedback.retryQueue(afterRetries: retries, maximum: Self.maximumRetries) else {
-            logger.error("registry unavailable; retries used up", metadata: ["push.error": "\(error.message)", "push.retries": "\(retries)"])
-            return Work(outcome: .refused, messages: [deadLetter(delivery, reason: "token registry unavailable after \(retries) retries: \(error.message)")])
-        }
-        var properties = delivery.properties
-        properties.headers[Self.retriesHeader] = .int64(Int64(retries + 1))
-        // Retry tiers dead-letter back to the work queue through the default exchange.
-        return Work(outcome: .retried, messages: [AMQPOutboundMessage(exchange: "", routingKey: target, body: delivery.body, properties: properties)])
+        delivery.redelivered || delivery.properties.headers[DeliverySettler.retriesHeader] != nil
     }
 
     private static func quoted(_ text: String) -> String {

@@ -16,23 +16,20 @@ import Synchronization
 ///   body and properties go to `push.dead` with the reason (naming the field) in `x-push-error`;
 ///   acked after the broker confirmed the copy;
 /// - **seen before** (its `id` is marked done in Redis) → acked, nothing sent;
-/// - **another instance is on it** (its lease) or **Redis unavailable** → republished to the queue's
-///   delayed-retry tier (5 s, 60 s, then 10 min, counted in ``retriesHeader``; dead-lettered after
-///   ``maximumRetries``) and acked;
+/// - **another instance is on it** (its lease) or **Redis unavailable** → retried through the queue's
+///   delayed-retry tier (5 s, 60 s, then 10 min; dead-lettered after
+///   ``PushServiceKit/DeliverySettler/maximumRetries``);
 /// - otherwise rendered and published round by round; acked once every batch is confirmed and the
 ///   request is marked done. A publish that fails (broker trouble) requeues the request after
-///   ``publishFailureBackoff``; it resumes after its last confirmed round.
+///   ``PushServiceKit/DeliverySettler/publishFailureBackoff``; it resumes after its last confirmed round.
+///
+/// The service kit settles each of these (``PushServiceKit/DeliverySettler``).
 ///
 /// At most ``RenderConfiguration/concurrency`` requests are in flight (also the broker prefetch). On
 /// graceful shutdown the consumer stops taking deliveries; a request in the middle of its fan-out
 /// stops after the round in flight is confirmed and saved, gives its lease up and is requeued, so
 /// another instance (or this one after restart) resumes it where it stopped.
 public struct PushRequestConsumer: Service {
-    public static let retriesHeader = "x-push-retries"
-    /// Retry-tier passes before a request is dead-lettered: 5 s + 60 s + 8 × 10 min ≈ 81 minutes.
-    public static let maximumRetries = 10
-    public static let publishFailureBackoff: Duration = .seconds(1)
-
     private let amqp: AMQPConnection
     private let redis: any RedisCommandExecutor
     private let apps: AppsFile
@@ -46,6 +43,7 @@ public struct PushRequestConsumer: Service {
     /// This instance's lease owner id prefix.
     private let instanceID: String
     private let requestLocks = KeyedLocks()
+    private let settler: DeliverySettler
 
     /// - Parameters:
     ///   - now: the clock for batch times and progress records, ms since 1970.
@@ -65,10 +63,9 @@ public struct PushRequestConsumer: Service {
         self.catalogs = catalogs
         self.configuration = configuration
         self.queues = queues
-        var logger = logger
-        logger[metadataKey: "push.queue"] = "\(queues.requests.name)"
-        self.logger = logger
+        self.logger = logger.consuming(queues.requests)
         self.now = now
+        self.settler = DeliverySettler(queue: queues.requests, queues: queues, subject: "push request", gaveUp: "not rendered")
         self.instanceID = "\(ProcessInfo.processInfo.hostName)/\(ProcessInfo.processInfo.processIdentifier)/\(UInt32.random(in: 0...UInt32.max))"
     }
 
@@ -94,34 +91,8 @@ public struct PushRequestConsumer: Service {
             "consuming push requests",
             metadata: ["push.concurrency": "\(limit)", "push.batch_size": "\(configuration.batchSize)", "push.catalogs": "\(catalogs.catalogs.keys.sorted())"])
         let stopping = self.stopping
-        let failure: (any Error)? = await withGracefulShutdownHandler {
-            await withTaskGroup(of: Void.self) { group in
-                var inFlight = 0
-                var failure: (any Error)?
-                do {
-                    for try await delivery in consumer {
-                        if inFlight >= limit {
-                            await group.next()
-                            inFlight -= 1
-                        }
-                        group.addTask { await self.process(delivery) }
-                        inFlight += 1
-                    }
-                } catch {
-                    failure = error
-                }
-                await group.waitForAll()
-                return failure
-            }
-        } onGracefulShutdown: {
-            stopping.stop()
-            consumer.cancel()
-        }
-        if let failure {
-            logger.error("push request consumer stopped", metadata: ["push.error": "\(failure)"])
-            throw failure
-        }
-        logger.info("push request consumer drained")
+        let loop = BoundedConsumer(name: "push request consumer", bounds: .init(workers: limit), logger: logger)
+        try await loop.run(consumer, onShutdown: { stopping.stop() }) { delivery in await self.process(delivery) }
     }
 
     // MARK: One delivery
@@ -138,7 +109,7 @@ public struct PushRequestConsumer: Service {
         } catch {
             logger.notice("invalid push request", metadata: ["push.error": "\(error.message)"])
             metrics.request("invalid")
-            await deadLetter(delivery, reason: error.message, logger: logger)
+            await settler.settle(delivery, .deadLetter(reason: error.message), amqp: amqp, logger: logger)
             return
         }
         var logger = self.logger
@@ -148,11 +119,20 @@ public struct PushRequestConsumer: Service {
         // waits until the first copy stopped (between rounds) and saved where it got.
         let lockKey = "\(request.app.bundleID)\n\(request.id)"
         await requestLocks.lock(lockKey)
-        await process(delivery, request: request, renderer: renderer, started: started, logger: logger)
+        let disposition = await render(delivery, request: request, renderer: renderer, started: started, logger: logger)
+        let settled = await settler.settle(delivery, disposition, amqp: amqp, logger: logger)
+        if settled.settlement.gaveUp {
+            metrics.request("gave_up")
+        } else if case (.retry, .settled) = (settled.settlement, settled.outcome) {
+            metrics.request("retried")
+        }
         requestLocks.unlock(lockKey)
     }
 
-    private func process(_ delivery: AMQPDelivery, request: PushRequest, renderer: NotificationRenderer, started: ContinuousClock.Instant, logger: Logger) async {
+    /// Renders and publishes what is left of `request`; what to do with its delivery.
+    private func render(
+        _ delivery: AMQPDelivery, request: PushRequest, renderer: NotificationRenderer, started: ContinuousClock.Instant, logger: Logger
+    ) async -> DeliveryDisposition {
         let dependencies = self.dependencies
         let owner = "\(instanceID)/\(delivery.deliveryTag)"
         let claim: RenderProgressStore.Claim
@@ -161,19 +141,16 @@ public struct PushRequestConsumer: Service {
             claim = try await dependencies.store.claim(app: request.app.bundleID, requestID: request.id, owner: owner, instancePrefix: "\(instanceID)/")
             scanEpoch = try await dependencies.store.scanEpoch()
         } catch {
-            await retryLater(delivery, reason: "Redis unavailable: \(error.message)", logger: logger)
-            return
+            return .retry(reason: "Redis unavailable: \(error.message)")
         }
         let progress: RenderProgress
         switch claim {
         case .done:
             logger.info("push request already rendered; not sending it again")
             metrics.request("duplicate")
-            delivery.ack()
-            return
+            return .ack
         case .busy:
-            await retryLater(delivery, reason: "another push-render instance is rendering this request", logger: logger)
-            return
+            return .retry(reason: "another push-render instance is rendering this request")
         case .claimed(let found):
             progress = found
         }
@@ -187,7 +164,6 @@ public struct PushRequestConsumer: Service {
             // delivers the request again, and that copy resumes where this one stopped).
             switch try await fanOut.run(from: progress, scanEpoch: scanEpoch, owner: owner, shouldStop: { stopping.isStopped || !delivery.isSettleable }) {
             case .finished(let totals):
-                delivery.ack()
                 let fallbackKeys = fanOut.deviceFallbackKeys
                 if !fallbackKeys.isEmpty {
                     logger.notice("no catalog had some localisation keys; they were left to the device", metadata: ["push.loc_keys": "\(fallbackKeys)"])
@@ -200,67 +176,27 @@ public struct PushRequestConsumer: Service {
                         "push.batches": "\(totals.sequence)", "push.tokens": "\(totals.tokens)", "push.skipped": "\(totals.skipped)",
                         "push.push_type": "\(request.pushType)", "push.duration": "\(ContinuousClock.now - started)",
                     ])
+                return .ack
             case .stopped(let totals):
                 logger.notice("stopping mid-request; it will resume after its last confirmed round", metadata: ["push.batches": "\(totals.sequence)"])
                 try? await dependencies.store.release(app: request.app.bundleID, requestID: request.id, owner: owner)
                 metrics.request("requeued")
-                delivery.nack(requeue: true)
+                return .requeue(after: .zero)
             case .leaseLost:
                 logger.warning("another instance took this request over; leaving it to that instance")
-                delivery.ack()
+                return .ack
             }
         } catch {
             switch error {
             case .redis(let redisError):
-                await retryLater(delivery, reason: "Redis unavailable mid-request: \(redisError.message)", logger: logger)
+                return .retry(reason: "Redis unavailable mid-request: \(redisError.message)")
             case .publish:
                 logger.error("could not publish send batches; requeueing the request", metadata: ["push.error": "\(error.message)"])
                 try? await dependencies.store.release(app: request.app.bundleID, requestID: request.id, owner: owner)
                 metrics.request("requeued")
-                await requeueAfterBackoff(delivery)
+                return .requeue(after: DeliverySettler.publishFailureBackoff)
             }
         }
-    }
-
-    /// Republishes to the next retry tier (or dead-letters after ``maximumRetries``), then acks.
-    private func retryLater(_ delivery: AMQPDelivery, reason: String, logger: Logger) async {
-        let retries = Int(delivery.properties.headers[Self.retriesHeader]?.intValue ?? 0)
-        guard let target = queues.requests.retryQueue(afterRetries: retries, maximum: Self.maximumRetries) else {
-            logger.error("push request retries used up", metadata: ["push.error": "\(reason)", "push.retries": "\(retries)"])
-            metrics.request("gave_up")
-            await deadLetter(delivery, reason: "not rendered after \(retries) retries: \(reason)", logger: logger)
-            return
-        }
-        var properties = delivery.properties
-        properties.headers[Self.retriesHeader] = .int64(Int64(retries + 1))
-        do {
-            try await amqp.publish(AMQPOutboundMessage(exchange: "", routingKey: target, body: delivery.body, properties: properties))
-            delivery.ack()
-            metrics.request("retried")
-            logger.warning("push request scheduled for retry", metadata: ["push.error": "\(reason)", "push.retry_queue": "\(target)"])
-        } catch {
-            logger.error("could not schedule a retry; requeueing", metadata: ["push.error": "\(reason)", "push.amqp_error": "\(error)"])
-            await requeueAfterBackoff(delivery)
-        }
-    }
-
-    /// Publishes the original body and properties to the dead queue with `reason`, then acks.
-    private func deadLetter(_ delivery: AMQPDelivery, reason: String, logger: Logger) async {
-        var properties = delivery.properties
-        properties.headers[PushQueues.errorHeader] = .string(reason)
-        let message = AMQPOutboundMessage(exchange: queues.exchange, routingKey: queues.deadRoutingKey, body: delivery.body, properties: properties)
-        do {
-            try await amqp.publish(message)
-            delivery.ack()
-        } catch {
-            logger.error("could not dead-letter a push request; requeueing", metadata: ["push.error": "\(reason)", "push.amqp_error": "\(error)"])
-            await requeueAfterBackoff(delivery)
-        }
-    }
-
-    private func requeueAfterBackoff(_ delivery: AMQPDelivery) async {
-        try? await Task.sleep(for: Self.publishFailureBackoff)
-        delivery.nack(requeue: true)
     }
 }
 

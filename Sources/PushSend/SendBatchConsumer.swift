@@ -1,6 +1,7 @@
 public import AMQP
 public import Logging
 public import PushCore
+import PushServiceKit
 public import ServiceLifecycle
 
 /// Consumes `push.send` and hands each delivery to a ``SendBatchProcessor``.
@@ -25,14 +26,7 @@ public struct SendBatchConsumer: Service {
         self.queue = queues.send.name
         self.prefetch = Swift.max(1, Swift.min(configuration.prefetch, Int(UInt16.max)))
         self.drainTimeout = configuration.drainTimeout
-        var logger = logger
-        logger[metadataKey: "push.queue"] = "\(queues.send.name)"
-        self.logger = logger
-    }
-
-    private enum Finished: Sendable {
-        case batch
-        case drainDeadline
+        self.logger = logger.consuming(queues.send)
     }
 
     /// Consumes until graceful shutdown or cancellation, drains (bounded), and returns.
@@ -42,53 +36,7 @@ public struct SendBatchConsumer: Service {
         let consumer = amqp.consume(queue: queue, prefetch: UInt16(prefetch))
         logger.info("consuming send batches", metadata: ["push.prefetch": "\(prefetch)"])
         let processor = self.processor
-        let drainTimeout = self.drainTimeout
-        let logger = self.logger
-        let limit = prefetch
-        let failure: (any Error)? = await withGracefulShutdownHandler {
-            await withTaskGroup(of: Finished.self) { group in
-                var inFlight = 0
-                var failure: (any Error)?
-                do {
-                    for try await delivery in consumer {
-                        while inFlight >= limit, await group.next() != nil {
-                            inFlight -= 1
-                        }
-                        group.addTask {
-                            await processor.process(delivery)
-                            return .batch
-                        }
-                        inFlight += 1
-                    }
-                } catch {
-                    failure = error
-                }
-                if inFlight > 0 {
-                    logger.info("draining send batches in flight", metadata: ["push.in_flight": "\(inFlight)", "push.drain_timeout": "\(drainTimeout)"])
-                    group.addTask {
-                        try? await Task.sleep(for: drainTimeout)
-                        return .drainDeadline
-                    }
-                    while inFlight > 0, let finished = await group.next() {
-                        switch finished {
-                        case .batch:
-                            inFlight -= 1
-                        case .drainDeadline:
-                            logger.warning("drain timeout: returning unfinished send batches to the queue", metadata: ["push.in_flight": "\(inFlight)"])
-                            group.cancelAll()
-                        }
-                    }
-                    group.cancelAll()
-                }
-                return failure
-            }
-        } onGracefulShutdown: {
-            consumer.cancel()
-        }
-        if let failure {
-            logger.error("send batch consumer stopped", metadata: ["push.error": "\(failure)"])
-            throw failure
-        }
-        logger.info("send batch consumer drained")
+        let loop = BoundedConsumer(name: "send batch consumer", bounds: .init(workers: prefetch, drainDeadline: drainTimeout), logger: logger)
+        try await loop.run(consumer) { delivery in await processor.process(delivery) }
     }
 }

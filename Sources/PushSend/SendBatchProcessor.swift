@@ -35,11 +35,10 @@ public struct SendBatchProcessor: Sendable {
     let policy: RetryPolicy
     let configuration: SendConfiguration
     let metrics: SendMetrics
+    let settler: DeliverySettler
     let logger: Logger
     let now: @Sendable () -> Int64
 
-    /// The pause before requeueing a delivery whose outcome messages could not be published.
-    static let publishFailureBackoff: Duration = .seconds(1)
     /// Reason of tokens deferred because their app's sending is paused.
     static let pausedReason = "AppPaused"
     /// Reason (`failed.Unknown`) of an at-most-once notification that may or may not have reached APNs.
@@ -72,6 +71,9 @@ public struct SendBatchProcessor: Sendable {
         self.policy = RetryPolicy(tiers: queues.send.retryTiers, maxAttempts: configuration.maxAttempts, maxDeferrals: configuration.maxDeferrals)
         self.configuration = configuration
         self.metrics = clients.metrics
+        // Send batches never ask for a retry of the whole batch: their tokens' retries are batches of
+        // their own (SendBatchPlan).
+        self.settler = DeliverySettler(queue: queues.send, queues: queues, subject: "send batch", gaveUp: "not sent")
         self.logger = logger
         self.now = now
     }
@@ -83,14 +85,14 @@ public struct SendBatchProcessor: Sendable {
             decoded = try DecodedSendBatch(body: delivery.body)
         } catch {
             logger.notice("invalid send batch", metadata: ["push.error": "\(error.message)"])
-            await deadLetterOriginal(delivery, reason: error.message)
+            await deadLetter(delivery, reason: error.message)
             return
         }
         let batch = decoded.batch
         guard let app = apps.app(bundleID: batch.app) else {
             let reason = "app: names no configured app (\"\(batch.app)\")"
             logger.notice("send batch for an unknown app", metadata: ["push.error": "\(reason)", "push.batch_id": "\(batch.batchID)"])
-            await deadLetterOriginal(delivery, reason: reason)
+            await deadLetter(delivery, reason: reason)
             return
         }
         var logger = self.logger
@@ -99,12 +101,24 @@ public struct SendBatchProcessor: Sendable {
         logger[metadataKey: "push.batch_id"] = "\(batch.batchID)"
         let markKey = ledger.key(app: app.bundleID, markSet: batch.effectiveMarkSet)
         await markSetLocks.lock(markKey)
-        await process(delivery, decoded, app: app, markKey: markKey, logger: logger)
+        let (disposition, plan) = await sendBatch(delivery, decoded, app: app, markKey: markKey, logger: logger)
+        let settled = await settler.settle(delivery, disposition, amqp: amqp, logger: logger)
+        if let plan {
+            switch settled.outcome {
+            case .settled: record(plan.plan, as: plan.settlement, logger: logger)
+            case .requeued: metrics.batch("requeued")
+            case .superseded: metrics.batch("superseded")
+            }
+        }
         markSetLocks.unlock(markKey)
     }
 
-    /// The rest of ``process(_:)``, for one copy of a mark set at a time (``markSetLocks``).
-    private func process(_ delivery: AMQPDelivery, _ decoded: DecodedSendBatch, app: AppConfiguration, markKey: String, logger: Logger) async {
+    /// The rest of ``process(_:)``, for one copy of a mark set at a time (``markSetLocks``): sends,
+    /// and returns what to do with the delivery and, when it is to be acked after publishing them, the
+    /// batch's outcomes with the metrics label to record them under.
+    private func sendBatch(
+        _ delivery: AMQPDelivery, _ decoded: DecodedSendBatch, app: AppConfiguration, markKey: String, logger: Logger
+    ) async -> (DeliveryDisposition, (plan: SendBatchPlan, settlement: String)?) {
         let batch = decoded.batch
 
         // A header anyone could have set: clamped, so no value can overflow the arithmetic after it.
@@ -127,15 +141,14 @@ public struct SendBatchProcessor: Sendable {
             // this copy's retries or events as well would only repeat them.
             logger.info("broker connection lost while the batch was in flight; its redelivery takes over")
             metrics.batch("superseded")
-            return
+            return (.abandon, nil)
         }
 
         let plan = report.plan(policy: policy, now: now(), credentialPause: configuration.credentialPause)
         if plan.isUnfinished {
             logger.info("send batch interrupted by shutdown; returning it to the queue")
-            delivery.nack(requeue: true)
             metrics.batch("requeued")
-            return
+            return (.requeue(after: .zero), nil)
         }
         if let problem = plan.credentialProblem {
             pauseApp(app.bundleID, reason: problem, logger: logger)
@@ -143,22 +156,16 @@ public struct SendBatchProcessor: Sendable {
         if app.delivery.guarantee == .atMostOnce {
             await releaseClaims(of: plan, app: app.bundleID, logger: logger)
         }
-        let results = await amqp.publish(plan.messages(queues: queues))
-        if let failure = results.lazy.compactMap({ result -> AMQPError? in
-            if case .failure(let error) = result { return error }
-            return nil
-        }).first {
-            logger.error(
-                "could not publish a send batch's outcomes; requeueing it",
-                metadata: ["push.amqp_error": "\(failure)", "push.messages": "\(results.count)"]
-            )
-            try? await Task.sleep(for: Self.publishFailureBackoff)
-            delivery.nack(requeue: true)
-            metrics.batch("requeued")
-            return
-        }
-        delivery.ack()
-        record(plan, as: settlement)
+        return (.ackAfterPublishing(plan.messages(queues: queues)), (plan, settlement))
+    }
+
+    /// Counts a settled batch's outcomes.
+    private func record(_ plan: SendBatchPlan, as settlement: String, logger: Logger) {
+        metrics.batch(settlement)
+        if plan.delivered > 0 { metrics.delivered.increment(by: Int64(plan.delivered)) }
+        for (reason, tokens) in plan.failures { metrics.failed(reason, count: tokens.count) }
+        for (reason, count) in plan.retried { metrics.retried(reason, count: count) }
+        for (reason, count) in plan.deferred { metrics.deferred(reason, count: count) }
         logger.debug(
             "send batch settled",
             metadata: [
@@ -386,30 +393,15 @@ public struct SendBatchProcessor: Sendable {
         }
     }
 
-    // MARK: Settling
+    // MARK: Dead letters
 
-    private func record(_ plan: SendBatchPlan, as settlement: String) {
-        metrics.batch(settlement)
-        if plan.delivered > 0 { metrics.delivered.increment(by: Int64(plan.delivered)) }
-        for (reason, tokens) in plan.failures { metrics.failed(reason, count: tokens.count) }
-        for (reason, count) in plan.retried { metrics.retried(reason, count: count) }
-        for (reason, count) in plan.deferred { metrics.deferred(reason, count: count) }
-    }
-
-    /// Publishes the original body and properties to the dead queue with `reason`, then acks.
-    private func deadLetterOriginal(_ delivery: AMQPDelivery, reason: String) async {
-        var properties = delivery.properties
-        properties.headers[PushQueues.errorHeader] = .string(reason)
-        let message = AMQPOutboundMessage(exchange: queues.exchange, routingKey: queues.deadRoutingKey, body: delivery.body, properties: properties)
-        do {
-            try await amqp.publish(message)
-            delivery.ack()
-            metrics.batch("invalid")
-        } catch {
-            logger.error("could not dead-letter a send batch; requeueing", metadata: ["push.error": "\(reason)", "push.amqp_error": "\(error)"])
-            try? await Task.sleep(for: Self.publishFailureBackoff)
-            delivery.nack(requeue: true)
-            metrics.batch("requeued")
+    /// Dead-letters an unusable batch as is, with `reason`.
+    private func deadLetter(_ delivery: AMQPDelivery, reason: String) async {
+        let settled = await settler.settle(delivery, .deadLetter(reason: reason), amqp: amqp, logger: logger)
+        switch settled.outcome {
+        case .settled: metrics.batch("invalid")
+        case .requeued: metrics.batch("requeued")
+        case .superseded: metrics.batch("superseded")
         }
     }
 

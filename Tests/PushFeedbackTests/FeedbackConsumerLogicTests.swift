@@ -5,21 +5,12 @@ import Testing
 
 @testable import PushFeedback
 
-/// The consumer's pure parts: settling batches, retry tiers, configuration and the inbox.
+/// The consumer's pure parts: retry tiers and configuration (settling batches and the inbox are the
+/// service kit's: BoundedConsumerTests, DeliverySettlerTests).
 @Suite struct FeedbackConsumerLogicTests {
-    @Test func aBatchIsAckedWithOneMultipleAckAfterItsRequeues() {
-        let plan = FeedbackQueueConsumer.settlementPlan([.ack, .requeue, .ack, .ack])
-        #expect(plan.requeue == [1])
-        #expect(plan.ackThrough == 3)
-        let allRequeued = FeedbackQueueConsumer.settlementPlan([.requeue, .requeue])
-        #expect(allRequeued.requeue == [0, 1] && allRequeued.ackThrough == nil)
-        let lastRequeued = FeedbackQueueConsumer.settlementPlan([.ack, .requeue])
-        #expect(lastRequeued.requeue == [1] && lastRequeued.ackThrough == 0)
-    }
-
     @Test func retriesClimbTheTiersAndEndInTheDeadQueue() {
         let queue = PushQueues(prefix: "t").feedback
-        let maximum = FeedbackQueueConsumer.maximumRetries
+        let maximum = DeliverySettler.maximumRetries
         #expect(queue.retryQueue(afterRetries: 0, maximum: maximum) == "t.feedback.retry.5s")
         #expect(queue.retryQueue(afterRetries: 1, maximum: maximum) == "t.feedback.retry.1m")
         #expect(queue.retryQueue(afterRetries: 9, maximum: maximum) == "t.feedback.retry.10m")
@@ -48,21 +39,6 @@ import Testing
         #expect(throws: ConfigurationError.invalidValue(key: "PUSH_FEEDBACK_STALE_DAYS", value: "often", problem: "is not a whole number (0–3650)")) {
             try FeedbackConfiguration(reader: badReader)
         }
-    }
-
-    @Test func theInboxHandsOverWhatIsReadyUpToTheBatchSize() async {
-        let inbox = DeliveryInbox<Int>()
-        for value in 1...5 { inbox.put(value) }
-        #expect(await inbox.take(max: 3) == [1, 2, 3])
-        #expect(await inbox.take(max: 3) == [4, 5])
-        let waiting = Task { await inbox.take(max: 3) }
-        try? await Task.sleep(for: .milliseconds(50))
-        inbox.put(6)
-        #expect(await waiting.value == [6])
-        inbox.put(7)
-        inbox.finish()
-        #expect(await inbox.take(max: 3) == [7])
-        #expect(await inbox.take(max: 3) == nil)
     }
 }
 

@@ -1,6 +1,7 @@
 import AMQP
 import Foundation
 import PushCore
+import PushServiceKit
 import PushFeedback
 import Redis
 import ServiceLifecycle
@@ -124,7 +125,7 @@ struct FeedbackQueueConsumerTests {
             // Taken off the tier before its 5 s delay sends them back.
             let retried = try await fixture.receive(from: tier, count: 2)
             #expect(Set(retried.map { String(decoding: $0.body, as: UTF8.self) }) == Set(bodies))
-            #expect(retried.allSatisfy { $0.properties.headers[FeedbackQueueConsumer.retriesHeader]?.intValue == 1 })
+            #expect(retried.allSatisfy { $0.properties.headers[DeliverySettler.retriesHeader]?.intValue == 1 })
             #expect(try await fixture.depth(fixture.names.feedback.name) == 0)
             #expect(try await fixture.depth(fixture.names.dead) == 0)
             #expect(try await fixture.depth(fixture.events) == 0)

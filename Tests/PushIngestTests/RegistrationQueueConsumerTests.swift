@@ -116,7 +116,7 @@ struct RegistrationQueueConsumerTests {
             // Taken off the tier before its 5 s delay sends it back.
             let retried = try await fixture.receive(from: tier, count: 1)
             #expect(retried.first.map { String(decoding: $0.body, as: UTF8.self) } == body)
-            #expect(retried.first?.properties.headers[RegistrationQueueConsumer.retriesHeader]?.intValue == 1)
+            #expect(retried.first?.properties.headers[DeliverySettler.retriesHeader]?.intValue == 1)
             #expect(retried.first?.properties.headers[PushQueues.errorHeader] == nil)
             #expect(try await fixture.amqp.queueStatus(fixture.names.registrations.name).messages == 0)
             #expect(try await fixture.amqp.queueStatus(fixture.names.dead).messages == 0)

@@ -1,6 +1,7 @@
 import AMQP
 import Foundation
 import PushCore
+import PushServiceKit
 @testable import PushRender
 import Redis
 import ServiceLifecycle
@@ -322,7 +323,7 @@ struct PushRequestConsumerTests {
             let delivery = try #require(try await fixture.receive(from: fixture.names.requests.name, count: 1).first)
             await consumer.process(delivery)
             let retried = try #require(try await fixture.receive(from: fixture.names.requests.retryQueue(tier: 0), count: 1).first)
-            #expect(retried.properties.headers[PushRequestConsumer.retriesHeader]?.intValue == 1)
+            #expect(retried.properties.headers[DeliverySettler.retriesHeader]?.intValue == 1)
             // The other instance finishes; the retried copy is then acked without sending anything.
             #expect(try await store.save(app: fixture.app, requestID: "busy-1", owner: "other-instance", progress: RenderProgress(isDone: true), now: 1))
             #expect(try await store.save(app: fixture.app, requestID: "busy-1", owner: "stalled", progress: RenderProgress(), now: 2) == false,
@@ -350,7 +351,7 @@ struct PushRequestConsumerTests {
             let tier = fixture.names.requests.retryQueue(tier: 0)
             let retried = try await fixture.receive(from: tier, count: 1)
             #expect(retried.first.map { String(decoding: $0.body, as: UTF8.self) } == body)
-            #expect(retried.first?.properties.headers[PushRequestConsumer.retriesHeader]?.intValue == 1)
+            #expect(retried.first?.properties.headers[DeliverySettler.retriesHeader]?.intValue == 1)
             await downRedis.close()
         }
     }

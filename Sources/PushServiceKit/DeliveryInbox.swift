@@ -2,8 +2,8 @@ import Synchronization
 
 /// Deliveries received and not yet taken, for one taker that wants "everything ready, up to N".
 ///
-/// A reader task ``put(_:)``s every delivery the consumer yields; the batch loop ``take(max:)``s what
-/// has arrived, waiting only when nothing has. So a lone event is handled at once, and under load each
+/// ``BoundedConsumer``'s reader task ``put(_:)``s every delivery the consumer yields; its loop
+/// ``take(max:)``s what has arrived, waiting only when nothing has. So a lone event is handled at once, and under load each
 /// batch fills up to its size without any lingering timer. Bounded by the broker's prefetch: it never
 /// holds more deliveries than are unacknowledged.
 final class DeliveryInbox<Element: Sendable>: Sendable {
@@ -79,30 +79,4 @@ private enum TakeStep<Element> {
     case elements([Element])
     case done
     case wait
-}
-
-/// Opens once; everyone waiting, and everyone who waits later, goes on. Batches use it to settle
-/// their deliveries in the order they were received.
-final class OneShotGate: Sendable {
-    private let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
-
-    func open() {
-        let waiters = state.withLock { state in
-            state.open = true
-            defer { state.waiters = [] }
-            return state.waiters
-        }
-        for waiter in waiters { waiter.resume() }
-    }
-
-    func wait() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let isOpen = state.withLock { state -> Bool in
-                if state.open { return true }
-                state.waiters.append(continuation)
-                return false
-            }
-            if isOpen { continuation.resume() }
-        }
-    }
 }

@@ -1,0 +1,214 @@
+import Logging
+import ServiceLifecycle
+import Synchronization
+import Testing
+
+@testable import PushServiceKit
+
+/// The consumer loop over an in-memory source: the bound on workers, batches, settling in order,
+/// graceful shutdown and the drain deadline. No broker needed.
+@Suite(.timeLimit(.minutes(1)))
+struct BoundedConsumerTests {
+    @Test func noMoreThanTheWorkersRunAtOnceAndEveryElementIsWorkedOn() async throws {
+        let (source, continuation) = AsyncThrowingStream<Int, any Error>.makeStream()
+        for value in 0..<40 { continuation.yield(value) }
+        continuation.finish()
+        let load = Load()
+        let loop = BoundedConsumer(name: "test consumer", bounds: .init(workers: 3), logger: boundedConsumerTestLogger)
+        try await loop.run(source, ordered: false, stopTaking: {}) { elements, _ in
+            #expect(elements.count == 1)
+            load.start(elements)
+            try? await Task.sleep(for: .milliseconds(5))
+            load.finish()
+        }
+        #expect(load.peak == 3)
+        #expect(load.seen.sorted() == Array(0..<40))
+    }
+
+    @Test func batchesTakeWhatHasArrivedUpToTheBatchSizeAndSettleInTheOrderTaken() async throws {
+        let (source, continuation) = AsyncThrowingStream<Int, any Error>.makeStream()
+        let load = Load()
+        let settled = Mutex<[[Int]]>([])
+        let loop = BoundedConsumer(name: "test consumer", bounds: .init(workers: 4, batchSize: 5), logger: boundedConsumerTestLogger)
+        let running = Task {
+            try await loop.run(source, ordered: true, stopTaking: {}) { elements, turn in
+                load.start(elements)
+                // Later batches finish their work first...
+                try? await Task.sleep(for: .milliseconds(Int.random(in: 0...20)))
+                await turn.waitForEarlierBatches()
+                // ...but settle after every earlier one.
+                settled.withLock { $0.append(elements) }
+                load.finish()
+            }
+        }
+        for value in 0..<60 {
+            continuation.yield(value)
+            if value % 7 == 0 { try await Task.sleep(for: .milliseconds(2)) }
+        }
+        continuation.finish()
+        try await running.value
+        let batches = settled.withLock { $0 }
+        #expect(batches.allSatisfy { !$0.isEmpty && $0.count <= 5 })
+        #expect(batches.flatMap { $0 } == Array(0..<60), "settled in the order received")
+        #expect(load.peak <= 4)
+    }
+
+    @Test func unorderedWorkDoesNotWaitForEarlierWork() async throws {
+        let (source, continuation) = AsyncThrowingStream<Int, any Error>.makeStream()
+        continuation.yield(1)
+        continuation.yield(2)
+        continuation.finish()
+        let order = Mutex<[Int]>([])
+        let loop = BoundedConsumer(name: "test consumer", bounds: .init(workers: 2), logger: boundedConsumerTestLogger)
+        try await loop.run(source, ordered: false, stopTaking: {}) { elements, turn in
+            if elements == [1] { try? await Task.sleep(for: .milliseconds(200)) }
+            await turn.waitForEarlierBatches()
+            order.withLock { $0.append(contentsOf: elements) }
+        }
+        #expect(order.withLock { $0 } == [2, 1])
+    }
+
+    @Test func gracefulShutdownStopsTakingAndLetsTheWorkInFlightFinish() async throws {
+        let (source, continuation) = AsyncThrowingStream<Int, any Error>.makeStream()
+        let started = Load()
+        let finished = Mutex<[Int]>([])
+        let loop = BoundedConsumer(name: "test consumer", bounds: .init(workers: 2), logger: boundedConsumerTestLogger)
+        let service = LoopService {
+            try await loop.run(source, ordered: false, stopTaking: { continuation.finish() }) { elements, _ in
+                started.start(elements)
+                try? await Task.sleep(for: .milliseconds(300))
+                finished.withLock { $0.append(contentsOf: elements) }
+            }
+        }
+        try await withServiceGroup(service) { group in
+            continuation.yield(1)
+            continuation.yield(2)
+            try await eventually { started.seen.count == 2 }
+            await group.triggerGracefulShutdown()
+        }
+        #expect(finished.withLock { $0.sorted() } == [1, 2], "not cancelled: there is no drain deadline")
+        continuation.yield(3)
+        #expect(started.seen.sorted() == [1, 2], "nothing taken after shutdown")
+    }
+
+    @Test func atTheDrainDeadlineTheWorkInFlightIsCancelled() async throws {
+        let (source, continuation) = AsyncThrowingStream<Int, any Error>.makeStream()
+        let started = Load()
+        let cancelled = Mutex<[Int]>([])
+        let loop = BoundedConsumer(name: "test consumer", bounds: .init(workers: 4, drainDeadline: .milliseconds(200)), logger: boundedConsumerTestLogger)
+        let service = LoopService {
+            try await loop.run(source, ordered: false, stopTaking: { continuation.finish() }) { elements, _ in
+                started.start(elements)
+                // Quick work finishes within the deadline; slow work only ends when cancelled.
+                try? await Task.sleep(for: elements == [1] ? .milliseconds(10) : .seconds(30))
+                if Task.isCancelled { cancelled.withLock { $0.append(contentsOf: elements) } }
+            }
+        }
+        let clock = ContinuousClock()
+        let shutdownAt = Mutex(clock.now)
+        try await withServiceGroup(service) { group in
+            continuation.yield(1)
+            continuation.yield(2)
+            continuation.yield(3)
+            try await eventually { started.seen.count == 3 }
+            shutdownAt.withLock { $0 = clock.now }
+            await group.triggerGracefulShutdown()
+        }
+        let took = clock.now - shutdownAt.withLock { $0 }
+        #expect(cancelled.withLock { $0.sorted() } == [2, 3])
+        #expect(took >= .milliseconds(200) && took < .seconds(10), "returned \(took) after shutdown")
+    }
+
+    @Test func aFailingSourceEndsTheLoopAfterTheWorkInFlightAndThrows() async throws {
+        let (source, continuation) = AsyncThrowingStream<Int, any Error>.makeStream()
+        let finished = Mutex<[Int]>([])
+        let loop = BoundedConsumer(name: "test consumer", bounds: .init(workers: 2), logger: boundedConsumerTestLogger)
+        continuation.yield(1)
+        continuation.finish(throwing: SourceFailure())
+        await #expect(throws: SourceFailure.self) {
+            try await loop.run(source, ordered: false, stopTaking: {}) { elements, _ in
+                try? await Task.sleep(for: .milliseconds(100))
+                finished.withLock { $0.append(contentsOf: elements) }
+            }
+        }
+        #expect(finished.withLock { $0 } == [1])
+    }
+
+    @Test func boundsAreAtLeastOne() {
+        let bounds = BoundedConsumer.Bounds(workers: 0, batchSize: -3)
+        #expect(bounds.workers == 1 && bounds.batchSize == 1 && bounds.drainDeadline == nil)
+    }
+
+    @Test func theInboxHandsOverWhatIsReadyUpToTheBatchSize() async {
+        let inbox = DeliveryInbox<Int>()
+        for value in 1...5 { inbox.put(value) }
+        #expect(await inbox.take(max: 3) == [1, 2, 3])
+        #expect(await inbox.take(max: 3) == [4, 5])
+        let waiting = Task { await inbox.take(max: 3) }
+        try? await Task.sleep(for: .milliseconds(50))
+        inbox.put(6)
+        #expect(await waiting.value == [6])
+        inbox.put(7)
+        inbox.finish()
+        #expect(await inbox.take(max: 3) == [7])
+        #expect(await inbox.take(max: 3) == nil)
+    }
+}
+
+// MARK: - Support
+
+private let boundedConsumerTestLogger = Logger(label: "bounded-consumer-tests", factory: { _ in SwiftLogNoOpLogHandler() })
+
+private struct SourceFailure: Error {}
+
+/// Work started and running now, and the most that ran at once.
+private final class Load: Sendable {
+    private let state = Mutex<(running: Int, peak: Int, seen: [Int])>((0, 0, []))
+
+    func start(_ elements: [Int]) {
+        state.withLock { state in
+            state.running += 1
+            state.peak = max(state.peak, state.running)
+            state.seen.append(contentsOf: elements)
+        }
+    }
+
+    func finish() { state.withLock { $0.running -= 1 } }
+    var peak: Int { state.withLock { $0.peak } }
+    var seen: [Int] { state.withLock { $0.seen } }
+}
+
+private struct LoopService: Service {
+    let body: @Sendable () async throws -> Void
+    init(_ body: @escaping @Sendable () async throws -> Void) { self.body = body }
+    func run() async throws { try await body() }
+}
+
+/// Runs `service` in a service group while `body` runs (which triggers its graceful shutdown);
+/// returns once the group has stopped.
+private func withServiceGroup(_ service: LoopService, _ body: @escaping @Sendable (ServiceGroup) async throws -> Void) async throws {
+    let group = ServiceGroup(services: [service], gracefulShutdownSignals: [], cancellationSignals: [], logger: boundedConsumerTestLogger)
+    try await withThrowingTaskGroup(of: Void.self) { tasks in
+        tasks.addTask { try await group.run() }
+        tasks.addTask {
+            do {
+                try await body(group)
+            } catch {
+                await group.triggerGracefulShutdown()
+                throw error
+            }
+        }
+        try await tasks.waitForAll()
+    }
+}
+
+private struct NotInTime: Error {}
+
+/// Polls `condition` every 5 ms for at most 5 s.
+private func eventually(_ condition: () -> Bool) async throws {
+    let deadline = ContinuousClock.now + .seconds(5)
+    while !condition() {
+        guard ContinuousClock.now < deadline else { throw NotInTime() }
+        try await Task.sleep(for: .milliseconds(5))
+    }
+}

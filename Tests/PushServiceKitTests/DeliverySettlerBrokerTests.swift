@@ -1,0 +1,138 @@
+import AMQP
+import Foundation
+import Logging
+import PushCore
+import Testing
+import TestSupport
+
+@testable import PushServiceKit
+
+/// ``DeliverySettler`` carrying its decisions out against the shared test RabbitMQ
+/// (`TestServers.amqpURL`; fails when it is not running). Each test declares its own `PushQueues`
+/// prefix and deletes its queues at the end.
+@Suite("Delivery settler against real RabbitMQ", .timeLimit(.minutes(2)))
+struct DeliverySettlerBrokerTests {
+    @Test func aBatchPublishesEverythingThenRequeuesAndAcksTheRestWithOneMultipleAck() async throws {
+        try await withSettlerFixture("batch") { fixture in
+            for index in 0..<4 { try await fixture.publish("message \(index)", messageID: "m-\(index)") }
+            let consumer = fixture.amqp.consume(queue: fixture.names.registrations.name, prefetch: 10)
+            var iterator = consumer.makeAsyncIterator()
+            var deliveries: [AMQPDelivery] = []
+            while deliveries.count < 4, let delivery = try await iterator.next() { deliveries.append(delivery) }
+
+            let event = AMQPOutboundMessage(exchange: fixture.names.exchange, routingKey: "dead", body: Array("event".utf8))
+            let settled = await fixture.settler.settle(
+                deliveries, [.ackAfterPublishing([event]), .deadLetter(reason: "body: not JSON"), .retry(reason: "Redis down"), .requeue(after: .zero)],
+                amqp: fixture.amqp, turn: SettlementTurn(after: nil), logger: settlerTestLogger
+            )
+            #expect(settled.allSatisfy { if case .settled = $0.outcome { true } else { false } })
+
+            // Only the requeued one comes back; the multiple ack covered the other three.
+            let again = try #require(try await iterator.next())
+            #expect(again.redelivered && again.properties.messageID == "m-3")
+            again.ack()
+            consumer.cancel()
+
+            let dead = try await fixture.amqp.receive(from: fixture.names.dead, count: 2, timeout: .seconds(10))
+            let letter = try #require(dead.first { $0.properties.messageID == "m-1" })
+            #expect(letter.properties.headers[PushQueues.errorHeader] == "body: not JSON")
+            #expect(String(decoding: letter.body, as: UTF8.self) == "message 1")
+            #expect(dead.contains { String(decoding: $0.body, as: UTF8.self) == "event" })
+            let retried = try await fixture.amqp.receive(from: fixture.names.registrations.retryQueue(tier: 0), count: 1, timeout: .seconds(4))
+            #expect(retried.first?.properties.messageID == "m-2")
+            #expect(retried.first?.properties.headers[DeliverySettler.retriesHeader] == .int64(1))
+
+            // Settled for good: once the channel closes, nothing unacked goes back to the queue.
+            await fixture.amqp.close()
+            #expect(try await withSettlerAdminConnection { try await $0.queueStatus(fixture.names.registrations.name).messages } == 0)
+        }
+    }
+
+    @Test func nothingIsPublishedForADeliveryWhoseConnectionTheBrokerClosed() async throws {
+        try await withSettlerFixture("closed") { fixture in
+            try await fixture.publish("poison", messageID: "m-0")
+            let consumer = fixture.amqp.consume(queue: fixture.names.registrations.name, prefetch: 1)
+            var iterator = consumer.makeAsyncIterator()
+            let delivery = try #require(try await iterator.next())
+            #expect(try await TestServers.sharedBroker.closeConnections(matching: fixture.connectionName) >= 1)
+            let deadline = ContinuousClock.now + .seconds(15)
+            while delivery.isSettleable, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(!delivery.isSettleable)
+
+            let settled = await fixture.settler.settle(delivery, .deadLetter(reason: "refused"), amqp: fixture.amqp, logger: settlerTestLogger)
+            guard case .superseded = settled.outcome else {
+                Issue.record("not superseded: \(settled.outcome)")
+                return
+            }
+            // The consumer survives the reconnect and gets the message again; the dead queue nothing.
+            let again = try #require(try await iterator.next())
+            #expect(again.redelivered && again.properties.messageID == "m-0")
+            again.ack()
+            consumer.cancel()
+            #expect(try await fixture.amqp.queueStatus(fixture.names.dead).messages == 0)
+        }
+    }
+}
+
+// MARK: - Fixture
+
+private let settlerTestLogger: Logger = {
+    if ProcessInfo.processInfo.environment["PUSH_TEST_LOG"] != nil {
+        var logger = Logger(label: "settler-tests")
+        logger.logLevel = .debug
+        return logger
+    }
+    return Logger(label: "settler-tests", factory: { _ in SwiftLogNoOpLogHandler() })
+}()
+
+private struct SettlerFixture: Sendable {
+    let names: PushQueues
+    let connectionName: String
+    let amqp: AMQPConnection
+    var settler: DeliverySettler {
+        DeliverySettler(queue: names.registrations, queues: names, subject: "registration message", gaveUp: "token registry unavailable")
+    }
+
+    func publish(_ body: String, messageID: String) async throws {
+        let message = AMQPOutboundMessage(
+            exchange: names.exchange, routingKey: names.registrations.routingKey, body: Array(body.utf8), properties: AMQPProperties(messageID: messageID))
+        try await amqp.publish(message)
+    }
+}
+
+/// Declares a fresh push topology on its own connection, runs `body`, then deletes the queues.
+private func withSettlerFixture(_ name: String, _ body: (SettlerFixture) async throws -> Void) async throws {
+    let names = PushQueues(prefix: TestServers.uniqueName("settler-\(name)"))
+    let connectionName = TestServers.uniqueName("settler-tests-\(name)")
+    let configuration = try AMQPConfiguration(url: TestServers.amqpURL, connectionName: connectionName)
+    let amqp = AMQPConnection(configuration: configuration, topology: .push(names), logger: settlerTestLogger)
+    var failure: (any Error)?
+    do {
+        try await amqp.waitUntilConnected(timeout: .seconds(15))
+        try await body(SettlerFixture(names: names, connectionName: connectionName, amqp: amqp))
+    } catch {
+        failure = error
+    }
+    await amqp.close()
+    try await withSettlerAdminConnection { connection in
+        for queue in names.allQueueNames { _ = try? await connection.deleteQueue(queue) }
+    }
+    if let failure { throw failure }
+}
+
+/// A connection without topology, for inspecting and deleting queues.
+private func withSettlerAdminConnection<T>(_ body: (AMQPConnection) async throws -> T) async throws -> T {
+    let connection = AMQPConnection(
+        configuration: try AMQPConfiguration(url: TestServers.amqpURL, connectionName: "settler-tests-admin"),
+        logger: settlerTestLogger
+    )
+    try await connection.waitUntilConnected(timeout: .seconds(15))
+    let result: Result<T, any Error>
+    do {
+        result = .success(try await body(connection))
+    } catch {
+        result = .failure(error)
+    }
+    await connection.close()
+    return try result.get()
+}
