@@ -23,25 +23,6 @@ struct PushFeedbackCommand: AsyncParsableCommand {
         reader.warnAboutUnknownKeys(known: PushConfiguration.keys.union(FeedbackConfiguration.keys), logger: runtime.logger)
         let feedback = try FeedbackConfiguration(reader: reader)
         let apps = try runtime.configuration.loadAppsFile()
-        let registry = TokenRegistry(redis: runtime.redis)
-        let metrics = FeedbackMetrics()
-        let consumer = FeedbackQueueConsumer(
-            amqp: runtime.amqp,
-            registry: registry,
-            apps: apps,
-            configuration: feedback,
-            metrics: metrics,
-            logger: runtime.logger
-        )
-        let sweeper = StaleTokenSweeper(
-            remover: TokenRemover(registry: registry, amqp: runtime.amqp, noteLifetime: feedback.removalNoteLifetime, metrics: metrics),
-            redis: runtime.redis,
-            apps: apps.bundleIDs,
-            configuration: feedback,
-            logger: runtime.logger
-        )
-        // Graceful shutdown goes in reverse: the sweeper stops after its current step, the consumer
-        // drains, then Redis and the broker connection close.
-        try await runtime.run(services: [consumer, sweeper])
+        try await runtime.run(services: buildPushFeedback(ServiceDependencies(runtime), configuration: feedback, apps: apps))
     }
 }

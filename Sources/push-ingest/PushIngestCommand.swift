@@ -23,19 +23,10 @@ struct PushIngestCommand: AsyncParsableCommand {
         reader.warnAboutUnknownKeys(known: PushConfiguration.keys.union(IngestConfiguration.keys), logger: runtime.logger)
         let ingest = try IngestConfiguration(reader: reader)
         let apps = try runtime.configuration.loadAppsFile()
-        let registry = TokenRegistry(redis: runtime.redis)
-        let consumer = RegistrationQueueConsumer(amqp: runtime.amqp, registry: registry, apps: apps, logger: runtime.logger)
-        let http = buildIngestApplication(
-            configuration: runtime.configuration,
-            ingest: ingest,
-            apps: apps,
-            registry: registry,
-            rateLimiter: RateLimiter(redis: runtime.redis),
-            readiness: runtime.readinessChecks,
-            logger: runtime.logger
+        let services = buildPushIngest(
+            ServiceDependencies(runtime), configuration: runtime.configuration, ingest: ingest, apps: apps, readiness: runtime.readinessChecks
         )
-        // Last in the list, so graceful shutdown stops the HTTP server first, then the consumer drains,
-        // then Redis and the broker connection close.
-        try await runtime.run(services: [consumer, http], adminServer: nil)
+        // The HTTP application serves the admin routes itself (one port).
+        try await runtime.run(services: services, adminServer: nil)
     }
 }

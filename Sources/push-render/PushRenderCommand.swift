@@ -29,7 +29,6 @@ struct PushRenderCommand: AsyncParsableCommand {
                 "no localisation catalogs; localize \"server\" leaves every key to the device",
                 metadata: ["push.localization_dir": "\(runtime.configuration.localizationDir)"])
         }
-        let consumer = PushRequestConsumer(amqp: runtime.amqp, redis: runtime.redis, apps: apps, catalogs: catalogs, configuration: render, logger: runtime.logger)
-        try await runtime.run(services: [consumer])
+        try await runtime.run(services: buildPushRender(ServiceDependencies(runtime), configuration: render, apps: apps, catalogs: catalogs))
     }
 }

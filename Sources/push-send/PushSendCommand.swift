@@ -26,14 +26,7 @@ struct PushSendCommand: AsyncParsableCommand {
         )
         reader.warnAboutUnknownKeys(known: PushConfiguration.keys.union(SendConfiguration.keys), logger: runtime.logger)
         let apps = try runtime.configuration.loadAppsFile(requireCredentialFiles: true)
-        let service = PushSendService(
-            configuration: runtime.configuration,
-            send: send,
-            apps: apps,
-            amqp: runtime.amqp,
-            redis: runtime.redis,
-            logger: runtime.logger
-        )
-        try await runtime.run(services: service.services)
+        try await runtime.run(
+            services: buildPushSend(ServiceDependencies(runtime), configuration: runtime.configuration, send: send, apps: apps))
     }
 }

@@ -1,0 +1,23 @@
+public import PushCore
+public import PushServiceKit
+import RateLimiting
+public import ServiceLifecycle
+import TokenRegistry
+
+/// push-ingest's services, wired once for the executable and the tests: the `push.registrations`
+/// consumer, then the HTTP application (last, so graceful shutdown stops the HTTP server first, then
+/// the consumer drains).
+public func buildPushIngest(
+    _ dependencies: ServiceDependencies, configuration: PushConfiguration, ingest: IngestConfiguration, apps: AppsFile,
+    readiness: [ReadinessCheck]
+) -> [any Service] {
+    let registry = TokenRegistry(redis: dependencies.redis, keyPrefix: dependencies.keyPrefix)
+    let consumer = RegistrationQueueConsumer(
+        amqp: dependencies.amqp, registry: registry, apps: apps, queues: dependencies.queues, logger: dependencies.logger, now: dependencies.now
+    )
+    let http = buildIngestApplication(
+        configuration: configuration, ingest: ingest, apps: apps, registry: registry, rateLimiter: RateLimiter(redis: dependencies.redis),
+        readiness: readiness, logger: dependencies.logger
+    )
+    return [consumer, http]
+}
