@@ -267,6 +267,7 @@ let package = Package(
         // MARK: Tests
         .testTarget(name: "PushCoreTests", dependencies: ["PushCore"], swiftSettings: swiftSettings),
         .testTarget(name: "IOSupportTests", dependencies: ["IOSupport"], swiftSettings: swiftSettings),
+        .testTarget(name: "HTTP2TransportTests", dependencies: ["HTTP2Transport"], swiftSettings: swiftSettings),
         .testTarget(
             name: "AMQPTests",
             dependencies: ["AMQP", "PushServiceKit", "TestSupport"],

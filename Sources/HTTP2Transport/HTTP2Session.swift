@@ -54,6 +54,9 @@ public struct HTTP2HeaderBlock {
         ranges.reserveCapacity(fields)
     }
 
+    /// Fields added so far.
+    public var count: Int { ranges.count }
+
     public mutating func add(_ name: String, _ value: String) {
         let nameStart = text.count
         text.append(contentsOf: name.utf8)

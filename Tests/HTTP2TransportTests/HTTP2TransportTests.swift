@@ -1,0 +1,128 @@
+import Foundation
+import Glibc
+import Testing
+
+@testable import HTTP2Transport
+
+/// The transport on its own: TLS contexts and their errors, and one request and answer between a
+/// client and a server session over a socket pair, driven step by step on one thread (no port, no
+/// thread, no APNs logic).
+@Suite("HTTP/2 transport")
+struct HTTP2TransportTests {
+    @Test func clientContextErrorsNameTheFile() {
+        #expect(throws: TransportError.self) { try TLSContext.client(trusting: "/nonexistent/ca.pem", identity: nil) }
+        do {
+            _ = try TLSContext.client(trusting: nil, identity: .pem(certificateFile: "/nonexistent/c.pem", privateKeyFile: "/nonexistent/k.pem"))
+            Issue.record("a missing certificate file is an error")
+        } catch {
+            #expect(error.kind == .certificate)
+            #expect(error.message.contains("cannot read '/nonexistent/c.pem'"), "\(error)")
+        }
+    }
+
+    @Test func generatedAuthorityIsPEM() throws {
+        let identity = try GeneratedTLSIdentity()
+        #expect(try identity.authority.pemString().hasPrefix("-----BEGIN CERTIFICATE-----"))
+        _ = try TLSContext.server(identity: .generated(identity), clientCAFile: nil)
+    }
+
+    @Test func headerBlockPacksFields() {
+        var block = HTTP2HeaderBlock(bytes: 8, fields: 1)
+        block.add(":status", "200")
+        block.add("apns-id", "x")
+        // Grows past its reserved capacity without losing a field.
+        for index in 0..<20 { block.add("x-\(index)", String(repeating: "v", count: index)) }
+        #expect(block.count == 22)
+    }
+
+    @Test func oneRequestAndItsAnswerOverASocketPair() throws {
+        let identity = try GeneratedTLSIdentity()
+        let caFile = FileManager.default.temporaryDirectory.appendingPathComponent("transport-test-\(getpid())-ca.pem").path
+        try identity.authority.pemString().write(toFile: caFile, atomically: true, encoding: .utf8)
+        defer { unlink(caFile) }
+        var ends: [Int32] = [-1, -1]
+        #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &ends) == 0)
+        for descriptor in ends { _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK) }
+
+        let clientTLS = try TLSStream(
+            context: try TLSContext.client(trusting: caFile, identity: nil), fd: ends[0], role: .client(host: "localhost"))
+        let serverTLS = try TLSStream(context: try TLSContext.server(identity: .generated(identity), clientCAFile: nil), fd: ends[1], role: .server)
+        var clientDone = false
+        var serverDone = false
+        for _ in 0..<200 where !(clientDone && serverDone) {
+            if !clientDone, case .done = clientTLS.handshakeStep() { clientDone = true }
+            if !serverDone, case .done = serverTLS.handshakeStep() { serverDone = true }
+        }
+        #expect(clientDone && serverDone)
+        #expect(clientTLS.negotiatedHTTP2 && serverTLS.negotiatedHTTP2)
+
+        let server = EchoServer()
+        let client = RecordingClient()
+        let serverPipe = HTTP2OverTLS(
+            tls: serverTLS, session: try HTTP2Session(role: .server, delegate: server, settings: [.maximumConcurrentStreams(10)]))
+        server.session = serverPipe.session
+        let clientPipe = HTTP2OverTLS(tls: clientTLS, session: try HTTP2Session(role: .client, delegate: client, settings: [.enablePush(false)]))
+        var request = HTTP2HeaderBlock()
+        for (name, value) in [(":method", "POST"), (":scheme", "https"), (":path", "/3/device/abc"), (":authority", "localhost")] {
+            request.add(name, value)
+        }
+        client.body = Array(#"{"aps":{}}"#.utf8)
+        let streamID = clientPipe.session.submitRequest(&request, hasBody: true)
+        #expect(streamID == 1)
+
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 16 * 1024, alignment: 16)
+        defer { buffer.deallocate() }
+        for _ in 0..<100 where client.status == nil {
+            for outcome in [clientPipe.flush(), serverPipe.flush()] where outcome != .finished && outcome != .blocked {
+                Issue.record("flush: \(outcome)")
+            }
+            for outcome in [serverPipe.readAvailable(into: buffer, maximumReads: 8) { false }, clientPipe.readAvailable(into: buffer, maximumReads: 8) { false }]
+            where outcome != .drained {
+                Issue.record("read: \(outcome)")
+            }
+        }
+        #expect(server.receivedBody == client.body)
+        #expect(client.status == "200")
+        #expect(client.closedStreams == [1])
+        #expect(clientPipe.session.remoteMaximumConcurrentStreams == 10)
+    }
+}
+
+/// Answers every request with 200 once its body is complete.
+private final class EchoServer: HTTP2SessionDelegate {
+    var session: HTTP2Session?
+    var receivedBody: [UInt8] = []
+
+    func http2Header(streamID: Int32, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) {}
+    func http2Data(streamID: Int32, _ bytes: UnsafeBufferPointer<UInt8>) { receivedBody.append(contentsOf: bytes) }
+    func http2FrameReceived(_ frame: HTTP2Frame) {
+        if case .data(let streamID, endStream: true) = frame {
+            var headers = HTTP2HeaderBlock()
+            headers.add(":status", "200")
+            session?.submitResponse(streamID: streamID, &headers, hasBody: false)
+        }
+    }
+    func http2StreamClosed(streamID: Int32, errorCode: UInt32) {}
+    func http2Body(streamID: Int32, into buffer: UnsafeMutableBufferPointer<UInt8>) -> (count: Int, finished: Bool) { (0, true) }
+}
+
+/// Sends `body` and records the answer.
+private final class RecordingClient: HTTP2SessionDelegate {
+    var body: [UInt8] = []
+    var sent = 0
+    var status: String?
+    var closedStreams: [Int32] = []
+
+    func http2Header(streamID: Int32, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) {
+        if name.elementsEqual(":status".utf8) { status = String(decoding: value, as: UTF8.self) }
+    }
+    func http2Data(streamID: Int32, _ bytes: UnsafeBufferPointer<UInt8>) {}
+    func http2FrameReceived(_ frame: HTTP2Frame) {}
+    func http2StreamClosed(streamID: Int32, errorCode: UInt32) { closedStreams.append(streamID) }
+    func http2Body(streamID: Int32, into buffer: UnsafeMutableBufferPointer<UInt8>) -> (count: Int, finished: Bool) {
+        let count = min(buffer.count, body.count - sent)
+        for index in 0..<count { buffer[index] = body[sent + index] }
+        sent += count
+        return (count, sent == body.count)
+    }
+}
