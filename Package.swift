@@ -389,11 +389,15 @@ let package = Package(
             dependencies: ["CRabbitMQ", "CHiredis", "CNghttp2", "COpenSSL"],
             swiftSettings: swiftSettings
         ),
-        // Locates the servers `make test` started and starts private ones for restart tests.
+        // The test harness: locates the servers `make test` started and starts private ones for restart
+        // tests; test loggers, `eventually`, services run for a test's duration, tokens, Redis clean-up.
         .target(
             name: "TestSupport",
             dependencies: [
-                "APNs", "AMQP", "PushServiceKit", .product(name: "Crypto", package: "swift-crypto"), .product(name: "Logging", package: "swift-log"),
+                "APNs", "AMQP", "Redis", "PushCore", "PushServiceKit",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "Tests/TestSupport",
             swiftSettings: swiftSettings
