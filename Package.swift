@@ -265,8 +265,8 @@ let package = Package(
         ),
 
         // MARK: Tests
-        .testTarget(name: "PushCoreTests", dependencies: ["PushCore"], swiftSettings: swiftSettings),
-        .testTarget(name: "IOSupportTests", dependencies: ["IOSupport"], swiftSettings: swiftSettings),
+        .testTarget(name: "PushCoreTests", dependencies: ["PushCore", "TestSupport"], swiftSettings: swiftSettings),
+        .testTarget(name: "IOSupportTests", dependencies: ["IOSupport", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(
             name: "AMQPTests",
             dependencies: ["AMQP", "PushServiceKit", "TestSupport"],

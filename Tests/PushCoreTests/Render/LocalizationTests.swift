@@ -1,6 +1,7 @@
 import Foundation
 import PushCore
 import Testing
+import TestSupport
 
 @Suite("Localisation: .strings catalogs, formats, fallback chain")
 struct LocalizationTests {
@@ -73,7 +74,7 @@ struct LocalizationTests {
     /// Decoders are fuzzed: mutated strings files and format strings never crash.
     @Test func mutatedCatalogsAndFormatsNeverCrash() {
         let valid = Array("/* c */\n\"K\" = \"%1$@ und %2$d \\U00e9 \\n \\101\";\n// x\nU = \"v\";\n".utf8)
-        var generator = SplitMix(seed: 7)
+        var generator = SplitMix64(seed: 7)
         let alphabet = Array(#"/*"\=;%$@dlU0123456789.-uxf "#.utf8) + [0x0A, 0xC3, 0xA9, 0xFF, 0xFE, 0x00, 0xD8]
         for _ in 0..<5_000 {
             var bytes = valid
