@@ -120,15 +120,7 @@ struct PushRequestDecodingTests {
         var generator = SplitMix64(seed: 42)
         let alphabet = Array(#"{}[]:,"\ 0123456789.eE+-truefalsnul"#.utf8) + [0xC3, 0xA9, 0xFF, 0x00]
         for _ in 0..<5_000 {
-            var bytes = valid
-            for _ in 0..<(1 + Int(generator.next() % 4)) {
-                let position = Int(generator.next() % UInt64(bytes.count))
-                switch generator.next() % 3 {
-                case 0: bytes[position] = alphabet[Int(generator.next() % UInt64(alphabet.count))]
-                case 1: bytes.remove(at: position)
-                default: bytes.insert(alphabet[Int(generator.next() % UInt64(alphabet.count))], at: position)
-                }
-            }
+            let bytes = generator.mutated(valid, alphabet: alphabet)
             do {
                 _ = try PushRequest(body: bytes, apps: renderTestApps())
             } catch {
