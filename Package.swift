@@ -389,6 +389,11 @@ let package = Package(
             dependencies: ["CRabbitMQ", "CHiredis", "CNghttp2", "COpenSSL"],
             swiftSettings: swiftSettings
         ),
+        .testTarget(
+            name: "TestSupportTests",
+            dependencies: ["TestSupport", "PushCore", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
+            swiftSettings: swiftSettings
+        ),
         // The test harness: locates the servers `make test` started and starts private ones for restart
         // tests; test loggers, `eventually`, services run for a test's duration, tokens, Redis clean-up.
         .target(

@@ -2,9 +2,10 @@
 /// `timeout`") if it never does. For what the code under test does in the background: a message
 /// consumed, a record written, a queue drained.
 ///
-/// The defaults are the longest any suite's copy used (30 s) and the shortest poll (50 ms): the bound
-/// is only reached when the test fails anyway, so a generous one costs nothing while the suite passes.
-/// Poll more slowly (`poll:`) when the condition itself is expensive, such as a large admin listing.
+/// The defaults are the longest bound the suites' copies used (30 s) and the poll most of them used
+/// (50 ms): the bound is only reached when the test fails anyway, so a generous one costs nothing
+/// while the suite passes. Poll more slowly (`poll:`) when the condition itself is expensive, such as
+/// a large admin listing.
 public func eventually(
     _ what: String,
     timeout: Duration = .seconds(30),
