@@ -265,8 +265,8 @@ let package = Package(
         ),
 
         // MARK: Tests
-        .testTarget(name: "PushCoreTests", dependencies: ["PushCore"], swiftSettings: swiftSettings),
-        .testTarget(name: "IOSupportTests", dependencies: ["IOSupport"], swiftSettings: swiftSettings),
+        .testTarget(name: "PushCoreTests", dependencies: ["PushCore", "TestSupport"], swiftSettings: swiftSettings),
+        .testTarget(name: "IOSupportTests", dependencies: ["IOSupport", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "HTTP2TransportTests", dependencies: ["HTTP2Transport"], swiftSettings: swiftSettings),
         .testTarget(
             name: "AMQPTests",
@@ -390,11 +390,20 @@ let package = Package(
             dependencies: ["CRabbitMQ", "CHiredis", "CNghttp2", "COpenSSL"],
             swiftSettings: swiftSettings
         ),
-        // Locates the servers `make test` started and starts private ones for restart tests.
+        .testTarget(
+            name: "TestSupportTests",
+            dependencies: ["TestSupport", "PushCore", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")],
+            swiftSettings: swiftSettings
+        ),
+        // The test harness: locates the servers `make test` started and starts private ones for restart
+        // tests; test loggers, `eventually`, services run for a test's duration, tokens, Redis clean-up.
         .target(
             name: "TestSupport",
             dependencies: [
-                "APNs", "AMQP", "PushServiceKit", .product(name: "Crypto", package: "swift-crypto"), .product(name: "Logging", package: "swift-log"),
+                "APNs", "AMQP", "Redis", "PushCore", "PushServiceKit",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "Tests/TestSupport",
             swiftSettings: swiftSettings

@@ -11,7 +11,7 @@ import TestSupport
     @Test func tenThousandPersistentMessagesArriveExactlyOnce() async throws {
         let queue = TestServers.uniqueName("amqp.bulk")
         let count = 10_000
-        try await withConnection(name: "bulk") { connection in
+        try await withAMQPConnection(name: "bulk") { connection in
             try await connection.declare(quorumQueue(queue))
             let consumer = connection.consume(queue: queue, prefetch: 500)
 
@@ -44,7 +44,7 @@ import TestSupport
 
     @Test func aConsumerCancelledThenStartedAgainOnOneConnectionKeepsTheConnection() async throws {
         let queue = TestServers.uniqueName("amqp.recancel")
-        try await withConnection { connection in
+        try await withAMQPConnection(name: "amqp-tests") { connection in
             try await connection.declare(quorumQueue(queue))
             for round in 0..<3 {
                 try await connection.publish(message("round \(round)", to: queue))
@@ -69,9 +69,9 @@ import TestSupport
     @Test func declaringThePushTopologyTwiceIsIdempotent() async throws {
         let names = PushQueues(prefix: TestServers.uniqueName("topo"))
         let topology = AMQPTopology.push(names)
-        try await withConnection(name: "topology-1", topology: topology) { first in
+        try await withAMQPConnection(name: "topology-1", topology: topology) { first in
             // A second connection declares everything again, and so does an explicit declare.
-            try await withConnection(name: "topology-2", topology: topology) { second in
+            try await withAMQPConnection(name: "topology-2", topology: topology) { second in
                 try await second.declare(topology)
                 #expect(second.isConnected)
             }
@@ -85,7 +85,7 @@ import TestSupport
 
     @Test func redeclaringWithOtherArgumentsNamesTheQueue() async throws {
         let queue = TestServers.uniqueName("amqp.mismatch")
-        try await withConnection(name: "mismatch", topology: quorumQueue(queue)) { connection in
+        try await withAMQPConnection(name: "mismatch", topology: quorumQueue(queue)) { connection in
             let classic = AMQPTopology(queues: [AMQPTopology.Queue(name: queue, arguments: ["x-queue-type": "classic"])])
             await #expect {
                 try await connection.declare(classic)
@@ -102,7 +102,7 @@ import TestSupport
 
     @Test func aRejectedMessageLandsInTheDeadLetterQueue() async throws {
         let names = PushQueues(prefix: TestServers.uniqueName("dlx"))
-        try await withConnection(name: "dlx", topology: .push(names)) { connection in
+        try await withAMQPConnection(name: "dlx", topology: .push(names)) { connection in
             try await connection.publish(
                 AMQPOutboundMessage(exchange: names.exchange, routingKey: names.requests.routingKey, body: Array(#"{"id":"poison"}"#.utf8))
             )
@@ -132,7 +132,7 @@ import TestSupport
 
     @Test func aRetryTierSendsTheMessageBackAfterItsDelay() async throws {
         let names = PushQueues(prefix: TestServers.uniqueName("retry"))
-        try await withConnection(name: "retry", topology: .push(names)) { connection in
+        try await withAMQPConnection(name: "retry", topology: .push(names)) { connection in
             let tier = names.send.retryQueues[0]
             #expect(tier.delay == .seconds(1))
             let work = connection.consume(queue: names.send.name, prefetch: 10)
@@ -154,7 +154,7 @@ import TestSupport
 
     @Test func anUnroutableMandatoryPublishIsAnError() async throws {
         let names = PushQueues(prefix: TestServers.uniqueName("unroutable"))
-        try await withConnection(name: "unroutable", topology: .push(names)) { connection in
+        try await withAMQPConnection(name: "unroutable", topology: .push(names)) { connection in
             await #expect {
                 try await connection.publish(AMQPOutboundMessage(exchange: names.exchange, routingKey: "nobody-listens", body: [1]))
             } throws: { error in
@@ -174,7 +174,7 @@ import TestSupport
         // queues apply the limit once they are over it, so the first nack may come one message late.)
         let queue = TestServers.uniqueName("amqp.full")
         let full = quorumQueue(queue, arguments: ["x-max-length": 1, "x-overflow": "reject-publish"])
-        try await withConnection(name: "nack", topology: full) { connection in
+        try await withAMQPConnection(name: "nack", topology: full) { connection in
             var accepted = 0
             var firstRefusal: AMQPError?
             for attempt in 0..<10 where firstRefusal == nil {
@@ -197,7 +197,7 @@ import TestSupport
 
     @Test func publishingToAMissingExchangeReportsTheBrokersReason() async throws {
         let queue = TestServers.uniqueName("amqp.after-404")
-        try await withConnection(name: "missing-exchange", topology: quorumQueue(queue)) { connection in
+        try await withAMQPConnection(name: "missing-exchange", topology: quorumQueue(queue)) { connection in
             await #expect {
                 try await connection.publish(AMQPOutboundMessage(exchange: "no-such-exchange", routingKey: "x", body: [1]))
             } throws: { error in
@@ -213,7 +213,7 @@ import TestSupport
 
     @Test func multipleAckSettlesEverythingUpToTheTag() async throws {
         let queue = TestServers.uniqueName("amqp.multiple")
-        try await withConnection(name: "multiple", topology: quorumQueue(queue)) { connection in
+        try await withAMQPConnection(name: "multiple", topology: quorumQueue(queue)) { connection in
             let results = await connection.publish((0..<100).map { message("\($0)", to: queue) })
             #expect(results.allSatisfy { (try? $0.get()) != nil })
             let consumer = connection.consume(queue: queue, prefetch: 100)
@@ -235,7 +235,7 @@ import TestSupport
 
     @Test func nackWithRequeueRedelivers() async throws {
         let queue = TestServers.uniqueName("amqp.requeue")
-        try await withConnection(name: "requeue", topology: quorumQueue(queue)) { connection in
+        try await withAMQPConnection(name: "requeue", topology: quorumQueue(queue)) { connection in
             try await connection.publish(message("again", to: queue))
             let consumer = connection.consume(queue: queue, prefetch: 1)
             let flags = try await within(.seconds(10), "two deliveries") { [consumer] in
@@ -257,18 +257,8 @@ import TestSupport
     @Test func theConnectionNameIsSentToTheBroker() async throws {
         // Visible through rabbitmqctl; here we check the login accepts the client properties and the
         // connection works with a non-ASCII name.
-        try await withConnection(name: "push-tests ✓") { connection in
+        try await withAMQPConnection(name: "push-tests ✓") { connection in
             #expect(connection.isConnected)
         }
     }
-}
-
-/// Polls `condition` every 50 ms for up to 10 s.
-func eventually(_ what: String, _ condition: () async throws -> Bool) async throws {
-    let deadline = ContinuousClock.now + .seconds(10)
-    while ContinuousClock.now < deadline {
-        if try await condition() { return }
-        try await Task.sleep(for: .milliseconds(50))
-    }
-    Issue.record("\(what): not true within 10 s")
 }

@@ -13,7 +13,7 @@ import TestSupport
     @Test func aWrongPasswordIsARefusedLogin() async throws {
         let connection = AMQPConnection(
             configuration: try AMQPConfiguration(url: "amqp://guest:wrong@127.0.0.1:\(brokerPort)/%2f", connectionName: "bad-password"),
-            logger: testLogger
+            logger: TestLogger.make("amqp-test")
         )
         let started = ContinuousClock.now
         await #expect {
@@ -29,7 +29,7 @@ import TestSupport
     @Test func anUnknownVirtualHostIsARefusedLogin() async throws {
         let connection = AMQPConnection(
             configuration: try AMQPConfiguration(url: "amqp://guest:guest@127.0.0.1:\(brokerPort)/no-such-vhost", connectionName: "bad-vhost"),
-            logger: testLogger
+            logger: TestLogger.make("amqp-test")
         )
         await #expect {
             try await connection.waitUntilConnected(timeout: .seconds(5))
@@ -43,7 +43,7 @@ import TestSupport
     @Test func anUnreachablePortFailsWithinTheConnectTimeout() async throws {
         var configuration = try AMQPConfiguration(url: "amqp://127.0.0.1:1/%2f?connection_timeout=1000", connectionName: "unreachable")
         configuration.publishTimeout = .seconds(1)
-        let connection = AMQPConnection(configuration: configuration, logger: testLogger)
+        let connection = AMQPConnection(configuration: configuration, logger: TestLogger.make("amqp-test"))
         let started = ContinuousClock.now
         await #expect {
             try await connection.waitUntilConnected(timeout: .seconds(3))
@@ -68,7 +68,7 @@ import TestSupport
     }
 
     @Test func aClosedConnectionRefusesWorkAtOnce() async throws {
-        try await withConnection(name: "closed") { connection in
+        try await withAMQPConnection(name: "closed") { connection in
             await connection.close()
             await #expect {
                 try await connection.publish(AMQPOutboundMessage(exchange: "", routingKey: "q", body: [1]))
@@ -102,8 +102,8 @@ import TestSupport
         let consumed = LockedSet()
         var restarted = false
 
-        try await withConnection(url: broker.url, name: "restart-consumer", topology: quorumQueue(queue)) { consumerConnection in
-            try await withConnection(url: broker.url, name: "restart-publisher", topology: quorumQueue(queue)) { publisher in
+        try await withAMQPConnection(url: broker.url, name: "restart-consumer", topology: quorumQueue(queue)) { consumerConnection in
+            try await withAMQPConnection(url: broker.url, name: "restart-publisher", topology: quorumQueue(queue)) { publisher in
                 let consumer = consumerConnection.consume(queue: queue, prefetch: 200)
                 let consuming = Task {
                     for try await delivery in consumer {
@@ -172,7 +172,7 @@ extension AMQPRestartTests {
         let beam = try brokerPID(broker)
         do {
             let queue = "heartbeat.check"
-            try await withConnection(
+            try await withAMQPConnection(
                 url: broker.url + "?heartbeat=1&connection_timeout=1000", name: "heartbeat", topology: quorumQueue(queue)
             ) { connection in
                 kill(beam, SIGSTOP)

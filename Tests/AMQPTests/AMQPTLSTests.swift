@@ -25,7 +25,7 @@ import TestSupport
 
     @Test func publishesWithConfirmsAndConsumesOverTLS() async throws {
         let queue = TestServers.uniqueName("amqps.roundtrip")
-        try await withConnection(url: TestServers.amqpsURL, name: "tls-roundtrip", topology: quorumQueue(queue)) { connection in
+        try await withAMQPConnection(url: TestServers.amqpsURL, name: "tls-roundtrip", topology: quorumQueue(queue)) { connection in
             #expect(connection.configuration.tls?.caCertificateFile != nil)
             #expect(connection.configuration.port != plainPort)
 
@@ -61,7 +61,7 @@ import TestSupport
             "keyfile": "\(TestServers.tlsDirectory)/client.key",
         ])
         let queue = TestServers.uniqueName("amqps.client-cert")
-        try await withConnection(url: url, name: "tls-client-cert", topology: quorumQueue(queue)) { connection in
+        try await withAMQPConnection(url: url, name: "tls-client-cert", topology: quorumQueue(queue)) { connection in
             #expect(connection.configuration.tls?.certificateFile?.hasSuffix("client.pem") == true)
             #expect(connection.isConnected)
             try await connection.publish(message("with a client certificate", to: queue))
@@ -97,7 +97,7 @@ import TestSupport
 
     @Test func theHostNameMustBeInTheBrokersCertificate() async throws {
         // The same listener and CA: by name it works …
-        try await withConnection(url: tlsURL(host: "localhost", port: tlsPort, ["cacertfile": caFile]), name: "tls-by-name") { connection in
+        try await withAMQPConnection(url: tlsURL(host: "localhost", port: tlsPort, ["cacertfile": caFile]), name: "tls-by-name") { connection in
             #expect(connection.isConnected)
         }
         // … by address (not in the certificate) it must not.
@@ -142,7 +142,7 @@ import TestSupport
     private func connectionError(_ url: String, name: String) async -> (AMQPError?, Duration) {
         let connection: AMQPConnection
         do {
-            connection = AMQPConnection(configuration: try AMQPConfiguration(url: url, connectionName: name), logger: testLogger)
+            connection = AMQPConnection(configuration: try AMQPConfiguration(url: url, connectionName: name), logger: TestLogger.make("amqp-test"))
         } catch {
             Issue.record(error, "invalid test URL \(url)")
             return (nil, .zero)

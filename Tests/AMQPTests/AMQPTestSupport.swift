@@ -1,40 +1,5 @@
 import AMQP
-import Foundation
-import Logging
 import TestSupport
-
-/// Logs go nowhere unless `PUSH_TEST_LOG` is set, so test output stays readable.
-let testLogger: Logger = {
-    if ProcessInfo.processInfo.environment["PUSH_TEST_LOG"] != nil {
-        var logger = Logger(label: "amqp-test")
-        logger.logLevel = .debug
-        return logger
-    }
-    return Logger(label: "amqp-test", factory: { _ in SwiftLogNoOpLogHandler() })
-}()
-
-/// A connection to `url` (the shared test broker by default), connected before the body runs and
-/// closed after it, whatever happens.
-func withConnection<T>(
-    url: String = TestServers.amqpURL,
-    name: String = "amqp-tests",
-    topology: AMQPTopology = .empty,
-    configure: (inout AMQPConfiguration) -> Void = { _ in },
-    _ body: (AMQPConnection) async throws -> T
-) async throws -> T {
-    var configuration = try AMQPConfiguration(url: url, connectionName: name)
-    configure(&configuration)
-    let connection = AMQPConnection(configuration: configuration, topology: topology, logger: testLogger)
-    do {
-        try await connection.waitUntilConnected(timeout: .seconds(15))
-        let result = try await body(connection)
-        await connection.close()
-        return result
-    } catch {
-        await connection.close()
-        throw error
-    }
-}
 
 /// A durable quorum queue for one test, declared now; delete it when done.
 func quorumQueue(_ name: String, arguments: AMQPTable = [:]) -> AMQPTopology {

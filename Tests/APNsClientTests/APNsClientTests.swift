@@ -40,7 +40,7 @@ struct APNsClientTests {
         let sandbox = try await SandboxProcess()
         #expect(try await sandbox.admin("PUT", "/tokens/\(SandboxProcess.token)", body: #"{"state":"bad"}"#).status == 200)
         let client = try makeClient(sandbox)
-        let tokens = (0..<300).map { _ in SandboxProcess.randomToken() } + [SandboxProcess.token]
+        let tokens = (0..<300).map { _ in TestTokens.random() } + [SandboxProcess.token]
         let results = await withCheckedContinuation { (continuation: CheckedContinuation<[Result<APNsResponse, APNsClientError>], Never>) in
             let collected = Mutex<[Result<APNsResponse, APNsClientError>]>([])
             for token in tokens {
@@ -72,8 +72,8 @@ struct APNsClientTests {
     @Test func classifiesEachKindOfAnswer() async throws {
         let sandbox = try await SandboxProcess()
         let client = try makeClient(sandbox)
-        let gone = SandboxProcess.randomToken()
-        let bad = SandboxProcess.randomToken()
+        let gone = TestTokens.random()
+        let bad = TestTokens.random()
         #expect(try await sandbox.admin("PUT", "/tokens/\(gone)", body: #"{"state":"unregistered","timestamp":1700000000123}"#).status == 200)
         #expect(try await sandbox.admin("PUT", "/tokens/\(bad)", body: #"{"state":"bad"}"#).status == 200)
 

@@ -11,7 +11,7 @@ struct APNsClientTransportTests {
         let sandbox = try await SandboxProcess()
         #expect(try await sandbox.admin("PUT", "/faults", body: #"{"goaway_every":1000}"#).status == 200)
         let client = try makeClient(sandbox) { $0.connections = 2 }
-        let tokens = (0..<5000).map { _ in SandboxProcess.randomToken() }
+        let tokens = (0..<5000).map { _ in TestTokens.random() }
         let results = await sendAll(client, tokens.map { alert($0) })
         let failures = results.compactMap { result -> APNsClientError? in
             if case .failure(let error) = result { return error }
@@ -35,7 +35,7 @@ struct APNsClientTransportTests {
         let client = try makeClient(sandbox) { $0.connections = 1 }
         _ = try await client.send(alert())
         let started = ContinuousClock.now
-        let results = await sendAll(client, (0..<1000).map { _ in alert(SandboxProcess.randomToken()) })
+        let results = await sendAll(client, (0..<1000).map { _ in alert(TestTokens.random()) })
         let elapsed = ContinuousClock.now - started
         #expect(results.allSatisfy { (try? $0.get().status) == 200 })
         #expect(elapsed < .seconds(5), "1000 streams took \(elapsed): they were not concurrent")
@@ -51,11 +51,11 @@ struct APNsClientTransportTests {
         let client = try makeClient(sandbox) { $0.connections = 8 }
         _ = try await client.send(alert())
         // 200 at once fit in one connection's 1,000 streams: no second connection.
-        var results = await sendAll(client, (0..<200).map { _ in alert(SandboxProcess.randomToken()) })
+        var results = await sendAll(client, (0..<200).map { _ in alert(TestTokens.random()) })
         #expect(results.allSatisfy { (try? $0.get().status) == 200 })
         #expect(client.connectionsOpened == 1, "\(client.connectionsOpened) connections for 200 streams")
         // 2,500 at once need three.
-        results = await sendAll(client, (0..<2500).map { _ in alert(SandboxProcess.randomToken()) })
+        results = await sendAll(client, (0..<2500).map { _ in alert(TestTokens.random()) })
         #expect(results.allSatisfy { (try? $0.get().status) == 200 })
         #expect((2...4).contains(client.connectionsOpened), "\(client.connectionsOpened) connections for 2,500 streams: more than one, far from all 8")
         await client.shutdown()
@@ -65,7 +65,7 @@ struct APNsClientTransportTests {
         let sandbox = try await SandboxProcess()
         #expect(try await sandbox.admin("PUT", "/faults", body: #"{"drop_every":300,"delay_ms":50}"#).status == 200)
         let client = try makeClient(sandbox) { $0.connections = 1 }
-        let results = await sendAll(client, (0..<1000).map { _ in alert(SandboxProcess.randomToken()) })
+        let results = await sendAll(client, (0..<1000).map { _ in alert(TestTokens.random()) })
         var accepted = 0
         var lost = 0
         for result in results {
@@ -116,7 +116,7 @@ struct APNsClientTransportTests {
         _ = try await client.send(alert())
         // Callers outrun the connection: at most 50 wait in the queue, the rest are refused at once
         // (and every caller hears something).
-        let results = await sendAll(client, (0..<1200).map { _ in alert(SandboxProcess.randomToken()) })
+        let results = await sendAll(client, (0..<1200).map { _ in alert(TestTokens.random()) })
         let overloaded = results.filter { if case .failure(let error) = $0 { error.code == .overloaded } else { false } }.count
         let accepted = results.filter { (try? $0.get().status) == 200 }.count
         #expect(overloaded > 0)

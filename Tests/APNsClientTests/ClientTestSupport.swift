@@ -1,6 +1,5 @@
 import APNs
 import Foundation
-import Logging
 import Synchronization
 import TestSupport
 
@@ -16,7 +15,7 @@ func makeClient(
     )
     configuration.requestTimeout = .seconds(20)
     configure(&configuration)
-    return try APNsClient(configuration: configuration, logger: Logger(label: "apns-client-test"))
+    return try APNsClient(configuration: configuration, logger: TestLogger.make("apns-client-test"))
 }
 
 /// An alert notification for `token` to `com.example.app`.

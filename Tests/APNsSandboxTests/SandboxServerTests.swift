@@ -106,8 +106,8 @@ struct SandboxServerTests {
 
     @Test func tokenStatesSetThroughTheAdminAPI() async throws {
         let sandbox = try await SandboxProcess()
-        let gone = SandboxProcess.randomToken()
-        let bad = SandboxProcess.randomToken()
+        let gone = TestTokens.random()
+        let bad = TestTokens.random()
         let set = try await sandbox.admin("PUT", "/tokens/\(gone)", body: #"{"state":"unregistered","timestamp":1700000000123}"#)
         #expect(set.status == 200, "\(set)")
         #expect(set.json?["state"] as? String == "unregistered")
@@ -180,7 +180,7 @@ struct SandboxServerTests {
         // Five requests on one connection, streams 1, 3, 5, 7, 9 (distinct URLs: nghttp merges repeats).
         var command = ["/usr/bin/nghttp", "-nv", "--no-dep", "-d", payload.path]
         for (name, value) in SandboxProcess.headers() { command += ["-H", "\(name): \(value)"] }
-        command += (0..<5).map { _ in "https://127.0.0.1:\(sandbox.port)/3/device/\(SandboxProcess.randomToken())" }
+        command += (0..<5).map { _ in "https://127.0.0.1:\(sandbox.port)/3/device/\(TestTokens.random())" }
         let nghttp = try ChildProcess(command)
         _ = await nghttp.waitForExit()
         let output = nghttp.output
@@ -233,7 +233,7 @@ struct SandboxServerTests {
         let sandbox = try await SandboxProcess(arguments: ["--record-limit", "2"])
         var tokens: [String] = []
         for _ in 0..<3 {
-            let token = SandboxProcess.randomToken()
+            let token = TestTokens.random()
             tokens.append(token)
             #expect(try await sandbox.push(token: token).status == 200)
         }
@@ -246,7 +246,7 @@ struct SandboxServerTests {
 
     @Test func adminDeliveriesFiltersAndReset() async throws {
         let sandbox = try await SandboxProcess()
-        let other = SandboxProcess.randomToken()
+        let other = TestTokens.random()
         #expect(try await sandbox.push().status == 200)
         try await Task.sleep(for: .milliseconds(20))
         let middle = Int64(Date().timeIntervalSince1970 * 1000)

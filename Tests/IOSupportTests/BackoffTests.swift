@@ -1,18 +1,7 @@
 import Testing
+import TestSupport
 
 @testable import IOSupport
-
-/// A deterministic generator (SplitMix64) so jittered delays are reproducible.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 @Suite("Backoff")
 struct BackoffTests {
@@ -46,7 +35,7 @@ struct BackoffTests {
 
     @Test func fullJitterStaysWithinTheCeiling() {
         let backoff = Backoff.redis
-        var generator = SplitMix(state: 42)
+        var generator = SplitMix64(seed: 42)
         for failures in 0..<12 {
             var smallest = Duration.seconds(10)
             var largest = Duration.zero

@@ -170,7 +170,7 @@ struct FeedbackQueueConsumerTests {
     @Test func aBacklogIsProcessedInBatchesAndEveryRemovalAnnouncedOnce() async throws {
         try await withFeedbackFixture("backlog") { fixture in
             let count = 600
-            let prefix = String(UInt64.random(in: 0...UInt64.max), radix: 16)
+            let prefix = TestTokens.randomPrefix()
             let tokens = (0..<count).map { fixture.token($0, prefix: prefix) }
             for token in tokens { try await fixture.register(token, user: "u\(token.hex.suffix(1))", topics: ["all"], at: 1_000) }
             for chunk in stride(from: 0, to: count, by: 200) {
@@ -203,7 +203,7 @@ struct FeedbackQueueConsumerShutdownTests {
     @Test func gracefulShutdownFinishesItsBatchesAndLosesNothing() async throws {
         try await withFeedbackFixture("drain") { fixture in
             let count = 3_000
-            let prefix = String(UInt64.random(in: 0...UInt64.max), radix: 16)
+            let prefix = TestTokens.randomPrefix()
             let tokens = (0..<count).map { fixture.token($0, prefix: prefix) }
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for worker in 0..<8 {

@@ -1,6 +1,5 @@
 import AMQP
 import Foundation
-import Logging
 import PushCore
 import PushFeedback
 import PushServiceKit
@@ -25,18 +24,10 @@ struct FeedbackFixture: Sendable {
     let events: String
     let metrics = FeedbackMetrics()
 
-    static let logger: Logger = {
-        if ProcessInfo.processInfo.environment["PUSH_TEST_LOG"] != nil {
-            var logger = Logger(label: "feedback-tests")
-            logger.logLevel = .debug
-            return logger
-        }
-        return Logger(label: "feedback-tests", factory: { _ in SwiftLogNoOpLogHandler() })
-    }()
+    static let logger = TestLogger.make("feedback-tests")
 
     func token(_ seed: Int, prefix: String = "f00dcafe") -> DeviceToken {
-        let tail = String(seed, radix: 16)
-        return try! DeviceToken(normalizing: prefix + String(repeating: "0", count: 64 - prefix.count - tail.count) + tail)
+        TestTokens.numbered(seed, prefix: prefix)
     }
 
     /// Registers `token` at `at` (ms), as push-ingest would.
@@ -84,19 +75,7 @@ struct FeedbackFixture: Sendable {
             logger: Self.logger,
             now: { 50_000 }
         )
-        let group = ServiceGroup(configuration: ServiceGroupConfiguration(services: [consumer], gracefulShutdownSignals: [], logger: Self.logger))
-        let running = Task { try await group.run() }
-        do {
-            try await body(group)
-        } catch {
-            await group.triggerGracefulShutdown()
-            _ = await running.result
-            throw error
-        }
-        await group.triggerGracefulShutdown()
-        let started = ContinuousClock.now
-        try await running.value
-        #expect(ContinuousClock.now - started < .seconds(15), "the consumer took \(ContinuousClock.now - started) to stop")
+        try await withRunningServices([consumer], logger: Self.logger, shutdownWithin: .seconds(15), body)
     }
 
     func record(_ token: DeviceToken) async throws -> DeviceRecord? {
@@ -122,23 +101,12 @@ struct FeedbackFixture: Sendable {
     }
 }
 
-struct FeedbackTestFailure: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
-}
-
 /// Declares a fresh topology, an events queue and an app, runs `body`, then removes queues and keys.
 func withFeedbackFixture(_ name: String, registryRedis: RedisClient? = nil, _ body: (FeedbackFixture) async throws -> Void) async throws {
     let names = PushQueues(prefix: TestServers.uniqueName("feedback-\(name)"))
     let app = TestServers.uniqueName("com.test.feedback-\(name)")
     let keyPrefix = TestServers.uniqueName("fbtest")
-    let apps = try AppsFile(apps: [
-        AppConfiguration(
-            bundleID: app,
-            environment: .production,
-            apns: .token(AppConfiguration.TokenKey(keyFile: "key.p8", keyID: "ABC123DEFG", teamID: "DEF123GHIJ"))
-        )
-    ])
+    let apps = try AppsFile(apps: [.test(app, environment: .production)])
     let events = "\(names.prefix).test-events"
     var topology = AMQPTopology.push(names)
     topology.queues.append(AMQPTopology.Queue(name: events))
@@ -148,10 +116,7 @@ func withFeedbackFixture(_ name: String, registryRedis: RedisClient? = nil, _ bo
         topology: topology,
         logger: FeedbackFixture.logger
     )
-    let redis = try await RedisClient.connect(
-        configuration: RedisConfiguration(url: TestServers.redisURL, source: "PUSH_TEST_REDIS_URL"),
-        logger: FeedbackFixture.logger
-    )
+    let redis = try await TestServers.connectRedis(logger: FeedbackFixture.logger)
     let registry = TokenRegistry(redis: registryRedis ?? redis, keyPrefix: keyPrefix)
     let fixture = FeedbackFixture(
         names: names,
@@ -163,34 +128,13 @@ func withFeedbackFixture(_ name: String, registryRedis: RedisClient? = nil, _ bo
         keys: registry.keys(app: app),
         events: events
     )
-    var failure: (any Error)?
-    do {
+    try await withCleanUp {
         try await amqp.waitUntilConnected(timeout: .seconds(15))
         try await body(fixture)
-    } catch {
-        failure = error
+    } cleanUp: {
+        for queue in names.allQueueNames + [events] { _ = try? await amqp.deleteQueue(queue) }
+        await amqp.close()
+        try await redis.deleteKeys(matching: "\(keyPrefix):*")
+        await redis.close()
     }
-    for queue in names.allQueueNames + [events] { _ = try? await amqp.deleteQueue(queue) }
-    await amqp.close()
-    var cursor = "0"
-    for _ in 0..<10_000 {
-        let reply = try await redis.execute("SCAN", cursor, "MATCH", "\(keyPrefix):*", "COUNT", "1000")
-        guard let page = reply.array, page.count == 2 else { break }
-        cursor = page[0].string ?? "0"
-        let keys = (page[1].array ?? []).compactMap(\.string)
-        if !keys.isEmpty { try await redis.execute(RedisCommand(["UNLINK"] + keys)) }
-        if cursor == "0" { break }
-    }
-    await redis.close()
-    if let failure { throw failure }
-}
-
-/// Polls `condition` every 50 ms until it holds, for at most 10 s; then fails the test.
-func eventually(_ what: String, _ condition: () async throws -> Bool) async throws {
-    let deadline = ContinuousClock.now + .seconds(10)
-    while ContinuousClock.now < deadline {
-        if try await condition() { return }
-        try await Task.sleep(for: .milliseconds(50))
-    }
-    throw FeedbackTestFailure("\(what): not true within 10 s")
 }

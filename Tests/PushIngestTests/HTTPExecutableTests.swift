@@ -69,7 +69,7 @@ import Testing
         }
         #expect(ready.hasPrefix("HTTP/1.1 200"), "\(ready)\n\(child.output)")
 
-        let token = HTTPTesting.uniqueToken()
+        let token = TestTokens.random()
         let body = #"{"user": "alice"}"#
         let put =
             "PUT /v1/apps/\(bundleID)/devices/\(token) HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer exec-key\r\n"
@@ -89,7 +89,7 @@ import Testing
         #expect(await child.waitForExit(timeout: .seconds(15)) == 0, "\(child.output)")
 
         // The service writes under the production prefix; remove this test's app.
-        let redis = try await RedisClient.connect(configuration: RedisConfiguration(url: TestServers.redisURL, source: "PUSH_TEST_REDIS_URL"), logger: HTTPIngestHarness.logger)
+        let redis = try await TestServers.connectRedis(logger: HTTPIngestHarness.logger)
         let keys = try await redis.execute("KEYS", "push:{\(bundleID)}:*").array?.compactMap(\.string) ?? []
         if !keys.isEmpty { try await redis.execute(RedisCommand(["UNLINK"] + keys)) }
         await redis.close()

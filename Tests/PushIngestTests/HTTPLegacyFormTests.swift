@@ -4,6 +4,7 @@ import HummingbirdTesting
 import PushCore
 @testable import PushIngest
 import Testing
+import TestSupport
 import TokenRegistry
 
 /// The legacy `/register` and `/push_token` forms over real HTTP, against the real Redis.
@@ -24,7 +25,7 @@ import TokenRegistry
 
     @Test func theURLAShippedAppSendsRegistersWithAnMD5Credential() async throws {
         let harness = try await HTTPIngestHarness.make()
-        let token = HTTPTesting.uniqueToken()
+        let token = TestTokens.random()
         try await harness.run { client async throws in
             let url = Self.signed(LegacyRegistrationURL(deviceToken: token), mode: .md5)
             let response = try await client.get(url.path)
@@ -45,7 +46,7 @@ import TokenRegistry
 
     @Test func theSameURLRegistersWithAnHMACSHA256Credential() async throws {
         let harness = try await HTTPIngestHarness.make()
-        let token = HTTPTesting.uniqueToken()
+        let token = TestTokens.random()
         try await harness.run { client async throws in
             var url = LegacyRegistrationURL(deviceToken: token)
             url.appName = "Shop"
@@ -67,13 +68,13 @@ import TokenRegistry
 
     @Test func aPOSTWithAFormBodyRegistersToo() async throws {
         let harness = try await HTTPIngestHarness.make()
-        let token = HTTPTesting.uniqueToken()
+        let token = TestTokens.random()
         try await harness.run { client async throws in
             let url = Self.signed(LegacyRegistrationURL(deviceToken: token), mode: .md5)
             let response = try await client.postForm("/register", url.query)
             #expect(response.text == #"{"ret":0,"msg":"ok"}"#)
             // Parameters in the query of a POST work as well.
-            let second = Self.signed(LegacyRegistrationURL(deviceToken: HTTPTesting.uniqueToken()), mode: .md5)
+            let second = Self.signed(LegacyRegistrationURL(deviceToken: TestTokens.random()), mode: .md5)
             let viaQuery = try await client.client.execute(uri: second.path, method: .post)
             #expect(viaQuery.text == #"{"ret":0,"msg":"ok"}"#)
             #expect(try await harness.record(Self.game, token) != nil)
@@ -83,7 +84,7 @@ import TokenRegistry
 
     @Test func anNSDataDescriptionTokenIsNormalisedAndItsCredentialIsOverWhatWasSent() async throws {
         let harness = try await HTTPIngestHarness.make()
-        let token = HTTPTesting.uniqueToken()
+        let token = TestTokens.random()
         try await harness.run { client async throws in
             let url = Self.signed(LegacyRegistrationURL(deviceToken: HTTPTesting.nsDataDescription(token)), mode: .md5)
             let response = try await client.get(url.path)
@@ -101,7 +102,7 @@ import TokenRegistry
 
     @Test func aWrongCredentialIsRet2AndWritesNothing() async throws {
         let harness = try await HTTPIngestHarness.make()
-        let token = HTTPTesting.uniqueToken()
+        let token = TestTokens.random()
         try await harness.run { client async throws in
             var url = Self.signed(LegacyRegistrationURL(deviceToken: token), mode: .md5)
             url.deviceUUID = "another-uuid"  // signed over the old one
@@ -120,7 +121,7 @@ import TokenRegistry
 
     @Test func aStaleTimestampIsRet3() async throws {
         let harness = try await HTTPIngestHarness.make()
-        let token = HTTPTesting.uniqueToken()
+        let token = TestTokens.random()
         try await harness.run { client async throws in
             var old = LegacyRegistrationURL(deviceToken: token)
             old.timestamp = String(HTTPTesting.nowMilliseconds() - 301_000)  // the window is 300 s
@@ -150,7 +151,7 @@ import TokenRegistry
 
     @Test func anUnknownAppNameFallsBackToTheDefaultApp() async throws {
         let harness = try await HTTPIngestHarness.make()
-        let token = HTTPTesting.uniqueToken()
+        let token = TestTokens.random()
         try await harness.run { client async throws in
             var url = LegacyRegistrationURL(deviceToken: token)
             url.appName = "Some Old Name"
@@ -158,7 +159,7 @@ import TokenRegistry
             #expect(response.text == #"{"ret":0,"msg":"ok"}"#)
             #expect(try await harness.record(Self.game, token) != nil)
             // The bundle id works as app_name as well, in any case.
-            var byBundleID = LegacyRegistrationURL(deviceToken: HTTPTesting.uniqueToken())
+            var byBundleID = LegacyRegistrationURL(deviceToken: TestTokens.random())
             byBundleID.appName = "COM.EXAMPLE.SHOP"
             let shop = Self.signed(byBundleID, mode: .hmacSHA256, secret: HTTPIngestHarness.shopSecret)
             #expect(try await client.get(shop.path).text == #"{"ret":0,"msg":"ok"}"#)
@@ -174,12 +175,12 @@ import TokenRegistry
         }
         let harness = try await HTTPIngestHarness.make(apps: apps)
         try await harness.run { client async throws in
-            var url = LegacyRegistrationURL(deviceToken: HTTPTesting.uniqueToken())
+            var url = LegacyRegistrationURL(deviceToken: TestTokens.random())
             url.appName = "Some Old Name"
             let response = try await client.get(Self.signed(url, mode: .md5).path)
             #expect(response.status == .notFound)
             #expect(response.json["ret"] as? Int == 4)
-            let pushToken = try await client.postForm("/push_token", "username=alice&token=\(HTTPTesting.uniqueToken())")
+            let pushToken = try await client.postForm("/push_token", "username=alice&token=\(TestTokens.random())")
             #expect(pushToken.json["ret"] as? Int == 4)
         }
         await harness.cleanUp()
@@ -187,7 +188,7 @@ import TokenRegistry
 
     @Test func anAppWithCredentialNoneNeedsNoCredentialOrTimestamp() async throws {
         let harness = try await HTTPIngestHarness.make()
-        let token = HTTPTesting.uniqueToken()
+        let token = TestTokens.random()
         try await harness.run { client async throws in
             let response = try await client.get("/register?device_token=\(token)&app_name=\(HTTPIngestHarness.quiet)")
             #expect(response.text == #"{"ret":0,"msg":"ok"}"#)
@@ -228,7 +229,7 @@ import TokenRegistry
 
     @Test func pushTokenRegistersForTheDefaultAppWithTheUsername() async throws {
         let harness = try await HTTPIngestHarness.make()
-        let token = HTTPTesting.uniqueToken()
+        let token = TestTokens.random()
         try await harness.run { client async throws in
             let response = try await client.postForm("/push_token", "username=alice%40example.com&token=\(HTTPTesting.formEncoded(HTTPTesting.nsDataDescription(token)))")
             #expect(response.status == .ok)

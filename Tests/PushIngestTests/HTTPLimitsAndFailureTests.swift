@@ -29,26 +29,26 @@ import Testing
         try await harness.run { client async throws in
             // A burst of one second's worth (2) is allowed whatever the timing; then requests are refused.
             for _ in 0..<2 {
-                #expect(try await client.put(Self.game, HTTPTesting.uniqueToken(), json: "{}").status == .created)
+                #expect(try await client.put(Self.game, TestTokens.random(), json: "{}").status == .created)
             }
-            let refused = try await Self.untilLimited { try await client.put(Self.game, HTTPTesting.uniqueToken(), json: "{}") }
+            let refused = try await Self.untilLimited { try await client.put(Self.game, TestTokens.random(), json: "{}") }
             #expect(refused.json["error"] as? String == "rate_limited")
             #expect(refused.headers[.retryAfter] == "1")
 
             // The legacy forms share the client's allowance and answer ret 5 with the same status.
             let legacy = try await Self.untilLimited {
-                try await client.get("/register?device_token=\(HTTPTesting.uniqueToken())&app_name=\(HTTPIngestHarness.quiet)")
+                try await client.get("/register?device_token=\(TestTokens.random())&app_name=\(HTTPIngestHarness.quiet)")
             }
             #expect(legacy.json["ret"] as? Int == 5)
             #expect(legacy.headers[.retryAfter] == "1")
 
             // Refused requests count too: keys cannot be guessed without limit.
-            let guessing = try await Self.untilLimited { try await client.put(Self.game, HTTPTesting.uniqueToken(), json: "{}", key: "guess") }
+            let guessing = try await Self.untilLimited { try await client.put(Self.game, TestTokens.random(), json: "{}", key: "guess") }
             #expect(guessing.json["error"] as? String == "rate_limited")
 
             // The allowance comes back with time.
             try await Task.sleep(for: .milliseconds(1100))
-            #expect(try await client.put(Self.game, HTTPTesting.uniqueToken(), json: "{}").status == .created)
+            #expect(try await client.put(Self.game, TestTokens.random(), json: "{}").status == .created)
         }
         await harness.cleanUp()
     }
@@ -57,12 +57,12 @@ import Testing
         let harness = try await HTTPIngestHarness.make(ingest: IngestConfiguration(ratePerClient: 0, ratePerApp: 2))
         try await harness.run { client async throws in
             for _ in 0..<2 {
-                #expect(try await client.put(Self.game, HTTPTesting.uniqueToken(), json: "{}").status == .created)
+                #expect(try await client.put(Self.game, TestTokens.random(), json: "{}").status == .created)
             }
-            let refused = try await Self.untilLimited { try await client.put(Self.game, HTTPTesting.uniqueToken(), json: "{}") }
+            let refused = try await Self.untilLimited { try await client.put(Self.game, TestTokens.random(), json: "{}") }
             #expect(refused.headers[.retryAfter] != nil)
             // Another app has its own allowance.
-            let shop = try await client.put(HTTPIngestHarness.shop, HTTPTesting.uniqueToken(), json: "{}", key: HTTPIngestHarness.shopKey)
+            let shop = try await client.put(HTTPIngestHarness.shop, TestTokens.random(), json: "{}", key: HTTPIngestHarness.shopKey)
             #expect(shop.status == .created)
         }
         await harness.cleanUp()
@@ -74,7 +74,7 @@ import Testing
         do {
             let harness = try await HTTPIngestHarness.make(redisURL: server.url)
             try await harness.run { client async throws in
-                let token = HTTPTesting.uniqueToken()
+                let token = TestTokens.random()
                 #expect(try await client.put(Self.game, token, json: #"{"user": "alice"}"#).status == .created)
 
                 try await server.stop()

@@ -4,6 +4,7 @@ import HummingbirdTesting
 import PushCore
 import PushIngest
 import Testing
+import TestSupport
 
 /// `PUT`/`GET`/`DELETE /v1/apps/{app}/devices/{token}` over real HTTP, against the real Redis.
 @Suite struct HTTPRegistrationAPITests {
@@ -11,7 +12,7 @@ import Testing
 
     @Test func putCreatesThenUpdatesAndGetReturnsTheStoredRecord() async throws {
         let harness = try await HTTPIngestHarness.make()
-        let token = HTTPTesting.uniqueToken()
+        let token = TestTokens.random()
         try await harness.run { client async throws in
             let body = """
                 {"user": "alice", "locale": "zh-Hant-TW", "environment": "production", "topics": ["news", "sports"],
@@ -47,7 +48,7 @@ import Testing
 
     @Test func anEmptyBodyTakesTheAppsDefaults() async throws {
         let harness = try await HTTPIngestHarness.make()
-        let token = HTTPTesting.uniqueToken()
+        let token = TestTokens.random()
         try await harness.run { client async throws in
             let response = try await client.put(Self.game, token, json: "{}")
             #expect(response.status == .created)
@@ -60,7 +61,7 @@ import Testing
 
     @Test func deleteAnswers204AndTheTokenIsGone() async throws {
         let harness = try await HTTPIngestHarness.make()
-        let token = HTTPTesting.uniqueToken()
+        let token = TestTokens.random()
         try await harness.run { client async throws in
             #expect(try await client.put(Self.game, token, json: #"{"user": "bob", "topics": ["news"]}"#).status == .created)
             let deleted = try await client.delete(Self.game, token)
@@ -79,7 +80,7 @@ import Testing
 
     @Test func tokensAreNormalisedFromAnNSDataDescriptionInThePath() async throws {
         let harness = try await HTTPIngestHarness.make()
-        let token = HTTPTesting.uniqueToken()
+        let token = TestTokens.random()
         try await harness.run { client async throws in
             let path = HTTPTesting.formEncoded(HTTPTesting.nsDataDescription(token))
             let response = try await client.put(Self.game, path, json: "{}")
@@ -92,7 +93,7 @@ import Testing
 
     @Test func aTokenReRegisteredUnderAnotherUserMovesBetweenUserSets() async throws {
         let harness = try await HTTPIngestHarness.make()
-        let token = HTTPTesting.uniqueToken()
+        let token = TestTokens.random()
         try await harness.run { client async throws in
             #expect(try await client.put(Self.game, token, json: #"{"user": "alice"}"#).status == .created)
             #expect(try await harness.tokens(app: Self.game, user: "alice") == [token])
@@ -105,7 +106,7 @@ import Testing
 
     @Test func concurrentPutsOfOneTokenLeaveItInExactlyTheStoredUsersSet() async throws {
         let harness = try await HTTPIngestHarness.make()
-        let token = HTTPTesting.uniqueToken()
+        let token = TestTokens.random()
         let users = (0..<16).map { "user-\($0)" }
         try await harness.run { client async throws in
             try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
@@ -130,9 +131,9 @@ import Testing
         let harness = try await HTTPIngestHarness.make()
         try await harness.run { client async throws in
             for response in [
-                try await client.put(Self.game, HTTPTesting.uniqueToken(), json: "{}", key: nil),
-                try await client.get(Self.game, HTTPTesting.uniqueToken(), key: nil),
-                try await client.delete(Self.game, HTTPTesting.uniqueToken(), key: nil),
+                try await client.put(Self.game, TestTokens.random(), json: "{}", key: nil),
+                try await client.get(Self.game, TestTokens.random(), key: nil),
+                try await client.delete(Self.game, TestTokens.random(), key: nil),
             ] {
                 #expect(response.status == .unauthorized)
                 #expect(response.headers[.wwwAuthenticate] == "Bearer")
@@ -140,7 +141,7 @@ import Testing
                 #expect((response.json["message"] as? String)?.hasPrefix("Authorization: ") == true)
             }
             let basic = try await client.client.execute(
-                uri: "/v1/apps/\(Self.game)/devices/\(HTTPTesting.uniqueToken())",
+                uri: "/v1/apps/\(Self.game)/devices/\(TestTokens.random())",
                 method: .get,
                 headers: [.authorization: "Basic Z2FtZS1rZXktMTo="]
             )
@@ -152,17 +153,17 @@ import Testing
     @Test func aWrongKeyOrAnotherAppsKeyIs403() async throws {
         let harness = try await HTTPIngestHarness.make()
         try await harness.run { client async throws in
-            let wrong = try await client.put(Self.game, HTTPTesting.uniqueToken(), json: "{}", key: "game-key-3")
+            let wrong = try await client.put(Self.game, TestTokens.random(), json: "{}", key: "game-key-3")
             #expect(wrong.status == .forbidden)
             #expect(wrong.json["error"] as? String == "forbidden")
-            let otherApps = try await client.put(Self.game, HTTPTesting.uniqueToken(), json: "{}", key: HTTPIngestHarness.shopKey)
+            let otherApps = try await client.put(Self.game, TestTokens.random(), json: "{}", key: HTTPIngestHarness.shopKey)
             #expect(otherApps.status == .forbidden)
             // An app without API keys refuses every key.
-            let keyless = try await client.get(HTTPIngestHarness.quiet, HTTPTesting.uniqueToken(), key: HTTPIngestHarness.gameKeys[0])
+            let keyless = try await client.get(HTTPIngestHarness.quiet, TestTokens.random(), key: HTTPIngestHarness.gameKeys[0])
             #expect(keyless.status == .forbidden)
             // Either of an app's keys works, and only for that app.
-            #expect(try await client.put(Self.game, HTTPTesting.uniqueToken(), json: "{}", key: HTTPIngestHarness.gameKeys[1]).status == .created)
-            #expect(try await client.put(HTTPIngestHarness.shop, HTTPTesting.uniqueToken(), json: "{}", key: HTTPIngestHarness.shopKey).status == .created)
+            #expect(try await client.put(Self.game, TestTokens.random(), json: "{}", key: HTTPIngestHarness.gameKeys[1]).status == .created)
+            #expect(try await client.put(HTTPIngestHarness.shop, TestTokens.random(), json: "{}", key: HTTPIngestHarness.shopKey).status == .created)
         }
         await harness.cleanUp()
     }
@@ -170,7 +171,7 @@ import Testing
     @Test func anUnknownAppIs404() async throws {
         let harness = try await HTTPIngestHarness.make()
         try await harness.run { client async throws in
-            let response = try await client.put("com.example.nothere", HTTPTesting.uniqueToken(), json: "{}")
+            let response = try await client.put("com.example.nothere", TestTokens.random(), json: "{}")
             #expect(response.status == .notFound)
             #expect(response.json["error"] as? String == "unknown_app")
             #expect((response.json["message"] as? String)?.hasPrefix("app: ") == true)
@@ -200,7 +201,7 @@ import Testing
     func aBadBodyIs400NamingTheField(_ index: Int) async throws {
         let (body, error, field) = Self.badBodies[index]
         let harness = try await HTTPIngestHarness.make()
-        let token = HTTPTesting.uniqueToken()
+        let token = TestTokens.random()
         try await harness.run { client async throws in
             let response = try await client.put(Self.game, token, json: body)
             #expect(response.status == .badRequest, "\(body)")
@@ -234,12 +235,12 @@ import Testing
         let harness = try await HTTPIngestHarness.make()
         try await harness.run { client async throws in
             for contentType in ["text/plain", "application/x-www-form-urlencoded", nil] {
-                let response = try await client.put(Self.game, HTTPTesting.uniqueToken(), json: "{}", contentType: contentType)
+                let response = try await client.put(Self.game, TestTokens.random(), json: "{}", contentType: contentType)
                 #expect(response.status == .unsupportedMediaType, "\(contentType ?? "none")")
                 #expect(response.json["error"] as? String == "unsupported_media_type")
                 #expect((response.json["message"] as? String)?.hasPrefix("Content-Type: ") == true)
             }
-            let withCharset = try await client.put(Self.game, HTTPTesting.uniqueToken(), json: "{}", contentType: "application/json; charset=utf-8")
+            let withCharset = try await client.put(Self.game, TestTokens.random(), json: "{}", contentType: "application/json; charset=utf-8")
             #expect(withCharset.status == .created)
         }
         await harness.cleanUp()
@@ -247,7 +248,7 @@ import Testing
 
     @Test func aBodyOverTheCapIs413() async throws {
         let harness = try await HTTPIngestHarness.make()
-        let token = HTTPTesting.uniqueToken()
+        let token = TestTokens.random()
         try await harness.run { client async throws in
             let big = #"{"user": "\#(String(repeating: "x", count: 17 * 1024))"}"#
             let response = try await client.put(Self.game, token, json: big)
@@ -262,7 +263,7 @@ import Testing
         let harness = try await HTTPIngestHarness.make()
         try await harness.run { client async throws in
             let request =
-                "GET /v1/apps/\(Self.game)/devices/\(HTTPTesting.uniqueToken()) HTTP/1.1\r\nHost: localhost\r\n"
+                "GET /v1/apps/\(Self.game)/devices/\(TestTokens.random()) HTTP/1.1\r\nHost: localhost\r\n"
                 + "X-Padding: \(String(repeating: "p", count: 16 * 1024))\r\n\r\n"
             let (response, _) = try await rawHTTPExchange(port: client.port, request, timeout: .seconds(5))
             #expect(response.hasPrefix("HTTP/1.1 400"), "\(response.prefix(200))")
@@ -274,7 +275,7 @@ import Testing
         let harness = try await HTTPIngestHarness.make(ingest: IngestConfiguration(requestTimeout: .seconds(1)))
         try await harness.run { client async throws in
             let request =
-                "PUT /v1/apps/\(Self.game)/devices/\(HTTPTesting.uniqueToken()) HTTP/1.1\r\nHost: localhost\r\n"
+                "PUT /v1/apps/\(Self.game)/devices/\(TestTokens.random()) HTTP/1.1\r\nHost: localhost\r\n"
                 + "Authorization: Bearer \(HTTPIngestHarness.gameKeys[0])\r\nContent-Type: application/json\r\n"
                 + "Content-Length: 100\r\n\r\n{\"user\":"
             let (response, elapsed) = try await rawHTTPExchange(port: client.port, request, timeout: .seconds(10))
@@ -293,7 +294,7 @@ import Testing
             let response = try await client.get("/v1/apps")
             #expect(response.status == .notFound)
             #expect(response.json["error"] as? String == "not_found")
-            let wrongMethod = try await client.client.execute(uri: "/v1/apps/\(Self.game)/devices/\(HTTPTesting.uniqueToken())", method: .post)
+            let wrongMethod = try await client.client.execute(uri: "/v1/apps/\(Self.game)/devices/\(TestTokens.random())", method: .post)
             #expect(wrongMethod.status == .notFound)
         }
         await harness.cleanUp()

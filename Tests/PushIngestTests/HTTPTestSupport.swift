@@ -1,7 +1,6 @@
 import Foundation
 import Hummingbird
 import HummingbirdTesting
-import Logging
 import PushCore
 import PushIngest
 import PushServiceKit
@@ -24,11 +23,7 @@ struct HTTPIngestHarness: Sendable {
     let ingest: IngestConfiguration
     let prefix: String
 
-    static let logger: Logger = {
-        var logger = Logger(label: "push-ingest-http-tests")
-        logger.logLevel = .critical
-        return logger
-    }()
+    static let logger = TestLogger.make("push-ingest-http-tests")
 
     /// - Parameters:
     ///   - apps: The apps file (default ``standardApps``).
@@ -76,16 +71,7 @@ struct HTTPIngestHarness: Sendable {
 
     /// Removes every key this harness wrote, then closes the Redis client.
     func cleanUp() async {
-        var cursor = "0"
-        for _ in 0..<10_000 {
-            guard let reply = try? await redis.execute("SCAN", cursor, "MATCH", "\(prefix)*", "COUNT", "1000"),
-                let page = reply.array, page.count == 2
-            else { break }
-            cursor = page[0].string ?? "0"
-            let keys = (page[1].array ?? []).compactMap(\.string)
-            if !keys.isEmpty { _ = try? await redis.execute(RedisCommand(["UNLINK"] + keys)) }
-            if cursor == "0" { break }
-        }
+        _ = try? await redis.deleteKeys(matching: "\(prefix)*")
         await redis.close()
     }
 
@@ -141,11 +127,6 @@ struct HTTPIngestHarness: Sendable {
 
 /// Helpers of the HTTP tests.
 enum HTTPTesting {
-    /// A token no other test uses: 32 random bytes in lowercase hex.
-    static func uniqueToken() -> String {
-        (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
-    }
-
     /// `hex` as an `NSData` description: `<740f4707 bebcf74f …>`, uppercase to check case folding too.
     static func nsDataDescription(_ hex: String) -> String {
         var groups: [String] = []

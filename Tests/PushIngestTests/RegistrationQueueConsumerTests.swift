@@ -1,6 +1,5 @@
 import AMQP
 import Foundation
-import Logging
 import PushCore
 import PushIngest
 import PushServiceKit
@@ -58,7 +57,7 @@ struct RegistrationQueueConsumerTests {
                 #expect(try await fixture.members(fixture.keys.tokens).isEmpty)
                 // Deleting what is not there is fine too, and goes nowhere near the dead queue.
                 try await fixture.publish(#"{"app": "\#(fixture.app)", "token": "\#(token.hex)", "op": "delete"}"#)
-                try await eventuallyInRegistrationQueueTest("the second delete is consumed") {
+                try await eventually("the second delete is consumed") {
                     try await fixture.amqp.queueStatus(fixture.names.registrations.name).messages == 0
                 }
             }
@@ -109,7 +108,7 @@ struct RegistrationQueueConsumerTests {
             let tier = fixture.names.registrations.retryQueue(tier: 0)
             try await fixture.run { _ in
                 try await fixture.publish(body)
-                try await eventuallyInRegistrationQueueTest("the message reaches \(tier)") {
+                try await eventually("the message reaches \(tier)") {
                     try await fixture.amqp.queueStatus(tier).messages == 1
                 }
             }
@@ -130,7 +129,7 @@ struct RegistrationQueueConsumerTests {
     @Test func gracefulShutdownFinishesInFlightWorkAndLosesNothing() async throws {
         try await withRegistrationQueueFixture("drain") { fixture in
             let count = 2_000
-            let prefix = String(UInt64.random(in: 0...UInt64.max), radix: 16)
+            let prefix = TestTokens.randomPrefix()
             for chunk in stride(from: 0, to: count, by: 200) {
                 let messages = (chunk..<min(chunk + 200, count)).map { index in
                     AMQPOutboundMessage(
@@ -142,7 +141,7 @@ struct RegistrationQueueConsumerTests {
                 for result in await fixture.amqp.publish(messages) { try result.get() }
             }
             try await fixture.run(prefetch: 20) { group in
-                try await eventuallyInRegistrationQueueTest("some registrations are stored") {
+                try await eventually("some registrations are stored") {
                     try await fixture.members(fixture.keys.tokens).count >= 50
                 }
                 await group.triggerGracefulShutdown()
@@ -150,7 +149,7 @@ struct RegistrationQueueConsumerTests {
             // Settled deliveries are final once the channel closes; unsettled ones would be requeued.
             await fixture.amqp.close()
             let stored = try await fixture.members(fixture.keys.tokens).count
-            let requeued = try await withRegistrationQueueAdminConnection { connection in
+            let requeued = try await withAMQPConnection(name: "registration-queue-tests-admin") { connection in
                 try await connection.queueStatus(fixture.names.registrations.name).messages
             }
             #expect(stored > 0)
@@ -162,14 +161,7 @@ struct RegistrationQueueConsumerTests {
 
 // MARK: - Fixture
 
-private let registrationQueueTestLogger: Logger = {
-    if ProcessInfo.processInfo.environment["PUSH_TEST_LOG"] != nil {
-        var logger = Logger(label: "registration-queue-tests")
-        logger.logLevel = .debug
-        return logger
-    }
-    return Logger(label: "registration-queue-tests", factory: { _ in SwiftLogNoOpLogHandler() })
-}()
+private let registrationQueueTestLogger = TestLogger.make("registration-queue-tests")
 
 /// A settable clock for `updated_at`, shared with the consumer.
 private final class RegistrationQueueTestClock: Sendable {
@@ -189,8 +181,7 @@ private struct RegistrationQueueFixture: Sendable {
     let clock: RegistrationQueueTestClock
 
     func token(_ seed: Int, prefix: String = "a1b2c3d4") -> DeviceToken {
-        let tail = String(seed, radix: 16)
-        return try! DeviceToken(normalizing: prefix + String(repeating: "0", count: 64 - prefix.count - tail.count) + tail)
+        TestTokens.numbered(seed, prefix: prefix)
     }
 
     func publish(_ body: String, headers: AMQPTable = [:], messageID: String? = nil) async throws {
@@ -216,25 +207,13 @@ private struct RegistrationQueueFixture: Sendable {
             logger: registrationQueueTestLogger,
             now: { [clock] in clock.now }
         )
-        let group = ServiceGroup(configuration: ServiceGroupConfiguration(services: [consumer], gracefulShutdownSignals: [], logger: registrationQueueTestLogger))
-        let running = Task { try await group.run() }
-        do {
-            try await body(group)
-        } catch {
-            await group.triggerGracefulShutdown()
-            _ = await running.result
-            throw error
-        }
-        await group.triggerGracefulShutdown()
-        let started = ContinuousClock.now
-        try await running.value
-        #expect(ContinuousClock.now - started < .seconds(15), "the consumer took \(ContinuousClock.now - started) to stop")
+        try await withRunningServices([consumer], logger: registrationQueueTestLogger, shutdownWithin: .seconds(15), body)
     }
 
-    /// Polls the record until `condition` holds (at most 10 s), and returns it.
+    /// Polls the record until `condition` holds, and returns it.
     func eventuallyRecord(_ token: DeviceToken, _ condition: @escaping (DeviceRecord?) -> Bool) async throws -> DeviceRecord? {
         var record: DeviceRecord?
-        try await eventuallyInRegistrationQueueTest("the record of \(token.redacted) is as expected") {
+        try await eventually("the record of \(token.redacted) is as expected") {
             record = try await registry.record(app: app, token: token)
             return condition(record)
         }
@@ -251,11 +230,6 @@ private struct RegistrationQueueFixture: Sendable {
     }
 }
 
-private struct RegistrationQueueTestFailure: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
-}
-
 /// Declares a fresh push topology and app, runs `body`, then deletes the queues and Redis keys.
 private func withRegistrationQueueFixture(
     _ name: String,
@@ -264,19 +238,10 @@ private func withRegistrationQueueFixture(
 ) async throws {
     let names = PushQueues(prefix: TestServers.uniqueName("ingest-\(name)"))
     let app = TestServers.uniqueName("com.test.queue-\(name)")
-    let apps = try AppsFile(apps: [
-        AppConfiguration(
-            bundleID: app,
-            environment: .sandbox,
-            apns: .token(AppConfiguration.TokenKey(keyFile: "key.p8", keyID: "ABC123DEFG", teamID: "DEF123GHIJ"))
-        )
-    ])
+    let apps = try AppsFile(apps: [.test(app, environment: .sandbox)])
     let configuration = try AMQPConfiguration(url: TestServers.amqpURL, connectionName: "registration-queue-tests")
     let amqp = AMQPConnection(configuration: configuration, topology: .push(names), logger: registrationQueueTestLogger)
-    let redis = try await RedisClient.connect(
-        configuration: RedisConfiguration(url: TestServers.redisURL, source: "PUSH_TEST_REDIS_URL"),
-        logger: registrationQueueTestLogger
-    )
+    let redis = try await TestServers.connectRedis(logger: registrationQueueTestLogger)
     let registry = TokenRegistry(redis: registryRedis ?? redis)
     let fixture = RegistrationQueueFixture(
         names: names,
@@ -288,48 +253,16 @@ private func withRegistrationQueueFixture(
         keys: registry.keys(app: app),
         clock: RegistrationQueueTestClock()
     )
-    var failure: (any Error)?
-    do {
+    try await withCleanUp {
         try await amqp.waitUntilConnected(timeout: .seconds(15))
         try await body(fixture)
-    } catch {
-        failure = error
+    } cleanUp: {
+        await amqp.close()
+        try await withAMQPConnection(name: "registration-queue-tests-admin") { connection in
+            for queue in names.allQueueNames { _ = try? await connection.deleteQueue(queue) }
+        }
+        // Every key of the app (its id is this test's alone): `push:{app}:*`.
+        try await redis.deleteKeys(matching: fixture.keys.base + "*")
+        await redis.close()
     }
-    await amqp.close()
-    try await withRegistrationQueueAdminConnection { connection in
-        for queue in names.allQueueNames { _ = try? await connection.deleteQueue(queue) }
-    }
-    let tokens = try await redis.execute("SMEMBERS", fixture.keys.tokens).array?.compactMap(\.string) ?? []
-    for hex in tokens {
-        if let token = try? DeviceToken(normalizing: hex) { _ = try? await TokenRegistry(redis: redis).delete(app: app, token: token) }
-    }
-    await redis.close()
-    if let failure { throw failure }
-}
-
-/// A connection without topology, for inspecting and deleting queues after the fixture's one closed.
-private func withRegistrationQueueAdminConnection<T>(_ body: (AMQPConnection) async throws -> T) async throws -> T {
-    let connection = AMQPConnection(
-        configuration: try AMQPConfiguration(url: TestServers.amqpURL, connectionName: "registration-queue-tests-admin"),
-        logger: registrationQueueTestLogger
-    )
-    do {
-        try await connection.waitUntilConnected(timeout: .seconds(15))
-        let result = try await body(connection)
-        await connection.close()
-        return result
-    } catch {
-        await connection.close()
-        throw error
-    }
-}
-
-/// Polls `condition` every 50 ms until it holds, for at most 10 s; then fails the test.
-private func eventuallyInRegistrationQueueTest(_ what: String, _ condition: () async throws -> Bool) async throws {
-    let deadline = ContinuousClock.now + .seconds(10)
-    while ContinuousClock.now < deadline {
-        if try await condition() { return }
-        try await Task.sleep(for: .milliseconds(50))
-    }
-    throw RegistrationQueueTestFailure("\(what): not true within 10 s")
 }

@@ -145,7 +145,7 @@ struct PushRequestConsumerTests {
             let request = try PushRequest(body: Array(body.utf8), apps: fixture.apps)
             let store = RenderProgressStore(redis: fixture.redis, keyPrefix: fixture.keyPrefix, progressTTL: .seconds(600), leaseDuration: configuration.leaseDuration)
             guard case .claimed(let progress) = try await store.claim(app: fixture.app, requestID: request.id, owner: "crashed-instance") else {
-                throw RenderTestFailure("could not claim")
+                throw TestFailure("could not claim")
             }
             let dependencies = FanOutDependencies(
                 amqp: fixture.amqp, redis: fixture.redis, queues: fixture.names, configuration: fixture.configuration, store: store,
@@ -155,7 +155,7 @@ struct PushRequestConsumerTests {
                 logger: renderTestLogger)
             let rounds = RoundCounter(limit: 2)
             let outcome = try await fanOut.run(from: progress, scanEpoch: try await store.scanEpoch(), owner: "crashed-instance", shouldStop: { rounds.next() })
-            guard case .stopped(let stopped) = outcome else { throw RenderTestFailure("expected a stop, got \(outcome)") }
+            guard case .stopped(let stopped) = outcome else { throw TestFailure("expected a stop, got \(outcome)") }
             let published = try await fixture.amqp.queueStatus(fixture.names.send.name).messages
             #expect(published == stopped.sequence)
             #expect(stopped.tokens >= 2000 && stopped.tokens < 5000)
@@ -189,7 +189,7 @@ struct PushRequestConsumerTests {
             let request = try PushRequest(body: Array(body.utf8), apps: fixture.apps)
             let store = RenderProgressStore(redis: fixture.redis, keyPrefix: fixture.keyPrefix, progressTTL: .seconds(600), leaseDuration: configuration.leaseDuration)
             guard case .claimed(let progress) = try await store.claim(app: fixture.app, requestID: request.id, owner: "first") else {
-                throw RenderTestFailure("could not claim")
+                throw TestFailure("could not claim")
             }
             let epoch = try await store.scanEpoch()
             #expect(epoch.count == 40, "a Redis run_id: \(epoch)")
@@ -201,7 +201,7 @@ struct PushRequestConsumerTests {
                 logger: renderTestLogger)
             let rounds = RoundCounter(limit: 2)
             guard case .stopped(let stopped) = try await fanOut.run(from: progress, scanEpoch: epoch, owner: "first", shouldStop: { rounds.next() }) else {
-                throw RenderTestFailure("expected a stop")
+                throw TestFailure("expected a stop")
             }
             #expect(try await fixture.progress("restart-1")["scan_epoch"] == epoch)
             // As if Redis had restarted since: the saved cursor belongs to another run.
@@ -223,11 +223,11 @@ struct PushRequestConsumerTests {
         try await withRenderFixture("lease") { fixture in
             let store = RenderProgressStore(redis: fixture.redis, keyPrefix: fixture.keyPrefix, progressTTL: .seconds(600), leaseDuration: .seconds(60))
             guard case .claimed = try await store.claim(app: fixture.app, requestID: "r", owner: "host/1/7/41", instancePrefix: "host/1/7/") else {
-                throw RenderTestFailure("could not claim")
+                throw TestFailure("could not claim")
             }
             #expect(try await store.claim(app: fixture.app, requestID: "r", owner: "host/2/9/1", instancePrefix: "host/2/9/") == .busy, "another process")
             guard case .claimed = try await store.claim(app: fixture.app, requestID: "r", owner: "host/1/7/42", instancePrefix: "host/1/7/") else {
-                throw RenderTestFailure("a redelivery to the same process must get the request at once")
+                throw TestFailure("a redelivery to the same process must get the request at once")
             }
         }
     }
@@ -242,7 +242,7 @@ struct PushRequestConsumerTests {
             let request = try PushRequest(body: Array(body.utf8), apps: fixture.apps)
             let store = RenderProgressStore(redis: fixture.redis, keyPrefix: fixture.keyPrefix, progressTTL: .seconds(600), leaseDuration: .seconds(60))
             guard case .claimed(let progress) = try await store.claim(app: fixture.app, requestID: request.id, owner: "test") else {
-                throw RenderTestFailure("could not claim")
+                throw TestFailure("could not claim")
             }
             let dependencies = FanOutDependencies(
                 amqp: fixture.amqp, redis: fixture.redis, queues: fixture.names, configuration: fixture.configuration, store: store,
@@ -262,7 +262,7 @@ struct PushRequestConsumerTests {
             let outcome = try await fanOut.run(from: progress, scanEpoch: try await store.scanEpoch(), owner: "test", shouldStop: { false })
             sampler.cancel()
             let peak = await sampler.value
-            guard case .finished(let totals) = outcome else { throw RenderTestFailure("expected the fan-out to finish, got \(outcome)") }
+            guard case .finished(let totals) = outcome else { throw TestFailure("expected the fan-out to finish, got \(outcome)") }
             #expect(totals.tokens == 100_000)
             #expect(fanOut.largestRoundTokens <= 10_000 + 2 * TokenRegistry.scanBatchSize, "a round holds about roundTokens tokens")
             #expect(peak - baseline < 150, "resident memory grew by \(peak - baseline) MB")
@@ -315,7 +315,7 @@ struct PushRequestConsumerTests {
         try await withRenderFixture("busy") { fixture in
             let store = RenderProgressStore(redis: fixture.redis, keyPrefix: fixture.keyPrefix, progressTTL: .seconds(600), leaseDuration: .seconds(30))
             guard case .claimed = try await store.claim(app: fixture.app, requestID: "busy-1", owner: "other-instance") else {
-                throw RenderTestFailure("could not claim")
+                throw TestFailure("could not claim")
             }
             let body = #"{"id": "busy-1", "app": "\#(fixture.app)", "to": {"all": true}, "payload": {"aps": {"alert": "x"}}}"#
             try await fixture.publish(body)

@@ -3,6 +3,7 @@ import PushCore
 import PushRender
 import PushServiceKit
 import Testing
+import TestSupport
 
 /// What push-render reads at start: its settings and the localisation directory (no servers).
 @Suite("push-render configuration and catalogs")
@@ -49,7 +50,7 @@ struct RenderSetupTests {
                     .utf8),
             apps: apps)
         let result = try NotificationRenderer(request: request, catalogs: catalogs).render(locale: "en-GB", settings: NotificationSettings())
-        guard case .notification(let notification) = result else { throw RenderTestFailure("skipped") }
+        guard case .notification(let notification) = result else { throw TestFailure("skipped") }
         #expect(notification.payloadString == #"{"aps":{"alert":{"body":"Jenna and Frank have invited you to play Monopoly"}}}"#)
     }
 

@@ -1,6 +1,5 @@
 import AMQP
 import Foundation
-import Logging
 import PushCore
 @testable import PushRender
 import PushServiceKit
@@ -10,19 +9,7 @@ import Testing
 import TestSupport
 import TokenRegistry
 
-let renderTestLogger: Logger = {
-    if ProcessInfo.processInfo.environment["PUSH_TEST_LOG"] != nil {
-        var logger = Logger(label: "render-tests")
-        logger.logLevel = .debug
-        return logger
-    }
-    return Logger(label: "render-tests", factory: { _ in SwiftLogNoOpLogHandler() })
-}()
-
-struct RenderTestFailure: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
-}
+let renderTestLogger = TestLogger.make("render-tests")
 
 /// A fresh push topology (own queue prefix), app and Redis key prefix against the shared test
 /// RabbitMQ and Redis; everything is removed at the end.
@@ -40,8 +27,7 @@ struct RenderFixture: Sendable {
     var keys: RegistryKeys { registry.keys(app: app) }
 
     func token(_ seed: Int, prefix: String = "f00d") -> DeviceToken {
-        let tail = String(seed, radix: 16)
-        return try! DeviceToken(normalizing: prefix + String(repeating: "0", count: 64 - prefix.count - tail.count) + tail)
+        TestTokens.numbered(seed, prefix: prefix)
     }
 
     func register(_ token: DeviceToken, _ registration: DeviceRegistration) async throws {
@@ -72,7 +58,7 @@ struct RenderFixture: Sendable {
             commands.append(topicMembers)
             commands.append(allMembers)
             for reply in try await redis.pipeline(commands) where reply.errorMessage != nil {
-                throw RenderTestFailure("filling Redis: \(reply)")
+                throw TestFailure("filling Redis: \(reply)")
             }
             start += 1000
         }
@@ -94,21 +80,7 @@ struct RenderFixture: Sendable {
 
     /// Runs a consumer while `body` runs, then shuts it down gracefully (failing if that takes > 15 s).
     func run(configuration: RenderConfiguration? = nil, _ body: (ServiceGroup) async throws -> Void) async throws {
-        let group = ServiceGroup(
-            configuration: ServiceGroupConfiguration(
-                services: [consumer(configuration: configuration)], gracefulShutdownSignals: [], logger: renderTestLogger))
-        let running = Task { try await group.run() }
-        do {
-            try await body(group)
-        } catch {
-            await group.triggerGracefulShutdown()
-            _ = await running.result
-            throw error
-        }
-        await group.triggerGracefulShutdown()
-        let started = ContinuousClock.now
-        try await running.value
-        #expect(ContinuousClock.now - started < .seconds(15), "the consumer took \(ContinuousClock.now - started) to stop")
+        try await withRunningServices([consumer(configuration: configuration)], logger: renderTestLogger, shutdownWithin: .seconds(15), body)
     }
 
     /// Takes `count` messages off `queue` (acking them), or fails after `timeout`.
@@ -149,31 +121,16 @@ struct RenderFixture: Sendable {
     }
 }
 
-/// Polls `condition` every 50 ms until it holds, for at most `timeout`; then fails.
-func eventually(_ what: String, timeout: Duration = .seconds(10), _ condition: () async throws -> Bool) async throws {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if try await condition() { return }
-        try await Task.sleep(for: .milliseconds(50))
-    }
-    throw RenderTestFailure("\(what): not true within \(timeout)")
-}
-
 func withRenderFixture(
     _ name: String, configuration: RenderConfiguration = RenderConfiguration(), _ body: (RenderFixture) async throws -> Void
 ) async throws {
     let names = PushQueues(prefix: TestServers.uniqueName("render-\(name)"))
     let app = TestServers.uniqueName("com.test.render-\(name)")
     let keyPrefix = TestServers.uniqueName("rt")
-    let apps = try AppsFile(apps: [
-        AppConfiguration(
-            bundleID: app, environment: .sandbox,
-            apns: .token(AppConfiguration.TokenKey(keyFile: "key.p8", keyID: "ABC123DEFG", teamID: "DEF123GHIJ")))
-    ])
+    let apps = try AppsFile(apps: [.test(app, environment: .sandbox)])
     let amqp = AMQPConnection(
         configuration: try AMQPConfiguration(url: TestServers.amqpURL, connectionName: "render-tests"), topology: .push(names), logger: renderTestLogger)
-    let redis = try await RedisClient.connect(
-        configuration: RedisConfiguration(url: TestServers.redisURL, source: "PUSH_TEST_REDIS_URL"), logger: renderTestLogger)
+    let redis = try await TestServers.connectRedis(logger: renderTestLogger)
     var configuration = configuration
     configuration.keyPrefix = keyPrefix
     let catalogs = LocalizationCatalogs(catalogs: [
@@ -184,23 +141,13 @@ func withRenderFixture(
     let fixture = RenderFixture(
         names: names, app: app, apps: apps, keyPrefix: keyPrefix, amqp: amqp, redis: redis,
         registry: TokenRegistry(redis: redis, keyPrefix: keyPrefix), catalogs: catalogs, configuration: configuration)
-    var failure: (any Error)?
-    do {
+    try await withCleanUp {
         try await amqp.waitUntilConnected(timeout: .seconds(15))
         try await body(fixture)
-    } catch {
-        failure = error
+    } cleanUp: {
+        for queue in names.allQueueNames { _ = try? await amqp.deleteQueue(queue) }
+        await amqp.close()
+        try await redis.deleteKeys(matching: "\(keyPrefix):*")
+        await redis.close()
     }
-    for queue in names.allQueueNames { _ = try? await amqp.deleteQueue(queue) }
-    await amqp.close()
-    // Remove every key of the fixture's prefix.
-    var cursor = "0"
-    repeat {
-        let reply = try await redis.execute("SCAN", cursor, "MATCH", "\(keyPrefix):*", "COUNT", "1000")
-        cursor = reply.array?.first?.string ?? "0"
-        let keys = reply.array?.last?.array?.compactMap(\.string) ?? []
-        if !keys.isEmpty { _ = try await redis.execute(RedisCommand(["UNLINK"] + keys)) }
-    } while cursor != "0"
-    await redis.close()
-    if let failure { throw failure }
 }

@@ -104,31 +104,12 @@ struct SendRedisTests {
 
 /// A connected Redis client and a unique app id; deletes the app's keys afterwards.
 func withSendRedis(_ body: (RedisClient, String) async throws -> Void) async throws {
-    let redis = try await RedisClient.connect(
-        configuration: RedisConfiguration(url: TestServers.redisURL, source: "PUSH_TEST_REDIS_URL"),
-        logger: sendTestLogger
-    )
+    let redis = try await TestServers.connectRedis(logger: sendTestLogger)
     let app = TestServers.uniqueName("com.test.send-redis")
-    var failure: (any Error)?
-    do {
+    try await withCleanUp {
         try await body(redis, app)
-    } catch {
-        failure = error
+    } cleanUp: {
+        _ = try? await redis.deleteKeys(matching: "push:{\(app)}:*")
+        await redis.close()
     }
-    await deleteSendKeys(redis: redis, app: app)
-    await redis.close()
-    if let failure { throw failure }
-}
-
-/// Removes every key of `app` (`push:{app}:*`).
-func deleteSendKeys(redis: RedisClient, app: String) async {
-    var cursor = "0"
-    repeat {
-        guard let reply = try? await redis.execute("SCAN", cursor, "MATCH", "push:{\(app)}:*", "COUNT", "1000"),
-            let parts = reply.array, parts.count == 2, let next = parts[0].string
-        else { return }
-        let keys = parts[1].array?.compactMap(\.string) ?? []
-        if !keys.isEmpty { _ = try? await redis.execute(RedisCommand(["UNLINK"] + keys)) }
-        cursor = next
-    } while cursor != "0"
 }

@@ -30,11 +30,11 @@ struct SendResilienceTests {
                 // Under the faults until the first pass and its 1 s retries are through (15% of every
                 // try fails, so a few tokens fail three or four times and wait in the 30 s or 2 min
                 // tier); then the faults end so the test does not wait for the 10 min tier.
-                try await eventuallyInSendTest("most tokens delivered through the faults", timeout: .seconds(120)) {
+                try await eventually("most tokens delivered through the faults", timeout: .seconds(120)) {
                     try await fixture.acceptedCount() >= Self.tokenCount * 97 / 100
                 }
                 _ = try await fixture.sandbox.admin("DELETE", "/faults")
-                try await eventuallyInSendTest("every token delivered", timeout: .seconds(200)) {
+                try await eventually("every token delivered", timeout: .seconds(200)) {
                     try await fixture.acceptedCount() >= Self.tokenCount
                 }
             }
@@ -62,17 +62,17 @@ struct SendResilienceTests {
             let tokens = SendServiceFixture.tokens(Self.tokenCount)
             try await fixture.publish(Self.batches(fixture, tokens: tokens))
             try await fixture.run { _ in
-                try await eventuallyInSendTest("a tenth of the tokens are delivered", timeout: .seconds(60)) {
+                try await eventually("a tenth of the tokens are delivered", timeout: .seconds(60)) {
                     try await fixture.acceptedCount() >= Self.tokenCount / 10
                 }
                 let closed = try await TestServers.sharedBroker.closeConnections(matching: "push-send-tests")
                 #expect(closed >= 1, "the broker closed push-send's connection")
                 let atClose = try await fixture.acceptedCount()
                 #expect(atClose < Self.tokenCount * 9 / 10, "closed in the middle: \(atClose) delivered")
-                try await eventuallyInSendTest("every token delivered", timeout: .seconds(120)) {
+                try await eventually("every token delivered", timeout: .seconds(120), poll: .milliseconds(100)) {
                     try await fixture.deliveriesByToken().count == Self.tokenCount
                 }
-                try await eventuallyInSendTest("push.send is empty") {
+                try await eventually("push.send is empty") {
                     try await fixture.messages(in: fixture.names.send.name) == 0
                 }
             }
@@ -86,7 +86,7 @@ struct SendResilienceTests {
     @Test func killDashNineMidRunThenRestartDeliversEverythingWithFewDuplicates() async throws {
         let executable = TestServers.productsDirectory.appendingPathComponent("push-send").path
         guard FileManager.default.isExecutableFile(atPath: executable) else {
-            throw SendTestFailure("\(executable) is not built (swift test builds every product)")
+            throw TestFailure("\(executable) is not built (swift test builds every product)")
         }
         try await withSendService("kill") { fixture in
             let appsFile = fixture.directory.appendingPathComponent("apps.json").path
@@ -104,8 +104,8 @@ struct SendResilienceTests {
             ]
 
             let first = try ChildProcess([executable], environment: environment.merging(["PUSH_HTTP_PORT": String(TestServers.freePort())]) { $1 })
-            try await eventuallyInSendTest("a third of the tokens are delivered", timeout: .seconds(60)) {
-                if let status = first.status { throw SendTestFailure("push-send exited with \(status):\n\(first.output)") }
+            try await eventually("a third of the tokens are delivered", timeout: .seconds(60)) {
+                if let status = first.status { throw TestFailure("push-send exited with \(status):\n\(first.output)") }
                 return try await fixture.acceptedCount() >= Self.tokenCount / 3
             }
             first.signal(SIGKILL)
@@ -115,11 +115,11 @@ struct SendResilienceTests {
 
             let adminPort = TestServers.freePort()
             let second = try ChildProcess([executable], environment: environment.merging(["PUSH_HTTP_PORT": String(adminPort)]) { $1 })
-            try await eventuallyInSendTest("every token delivered after the restart", timeout: .seconds(120)) {
-                if let status = second.status { throw SendTestFailure("push-send exited with \(status):\n\(second.output)") }
+            try await eventually("every token delivered after the restart", timeout: .seconds(120), poll: .milliseconds(100)) {
+                if let status = second.status { throw TestFailure("push-send exited with \(status):\n\(second.output)") }
                 return try await fixture.deliveriesByToken().count == Self.tokenCount
             }
-            try await eventuallyInSendTest("push.send is empty") {
+            try await eventually("push.send is empty") {
                 try await fixture.messages(in: fixture.names.send.name) == 0
             }
             let metrics = try await SandboxProcess.curl(

@@ -49,7 +49,7 @@ final class SendServiceFixture: Sendable {
     // MARK: Batches
 
     static func tokens(_ count: Int) -> [String] {
-        (0..<count).map { _ in SandboxProcess.randomToken() }
+        (0..<count).map { _ in TestTokens.random() }
     }
 
     func batch(
@@ -88,19 +88,7 @@ final class SendServiceFixture: Sendable {
     /// test if that takes more than 30 s).
     func run(_ body: (ServiceGroup) async throws -> Void) async throws {
         let service = PushSendService(configuration: configuration, send: send, apps: apps, amqp: amqp, redis: redis, logger: sendTestLogger)
-        let group = ServiceGroup(configuration: ServiceGroupConfiguration(services: service.services, gracefulShutdownSignals: [], logger: sendTestLogger))
-        let running = Task { try await group.run() }
-        do {
-            try await body(group)
-        } catch {
-            await group.triggerGracefulShutdown()
-            _ = await running.result
-            throw error
-        }
-        await group.triggerGracefulShutdown()
-        let started = ContinuousClock.now
-        try await running.value
-        #expect(ContinuousClock.now - started < .seconds(30), "push-send took \(ContinuousClock.now - started) to stop")
+        try await withRunningServices(service.services, logger: sendTestLogger, shutdownWithin: .seconds(30), body)
     }
 
     // MARK: Looking at the results
@@ -108,19 +96,15 @@ final class SendServiceFixture: Sendable {
     /// Takes `count` messages off `queue` (acking them), or fails after `timeout`. Uses a connection
     /// of its own for each call.
     func receive(from queue: String, count: Int, timeout: Duration = .seconds(20)) async throws -> [AMQPDelivery] {
-        let connection = AMQPConnection(
-            configuration: try AMQPConfiguration(url: TestServers.amqpURL, connectionName: "push-send-tests-receive"),
-            logger: sendTestLogger
-        )
-        defer { Task { await connection.close() } }
-        try await connection.waitUntilConnected(timeout: .seconds(15))
-        return try await connection.receive(from: queue, count: count, timeout: timeout)
+        try await withAMQPConnection(name: "push-send-tests-receive") { connection in
+            try await connection.receive(from: queue, count: count, timeout: timeout)
+        }
     }
 
     /// The next `count` events not taken yet.
     func events(_ count: Int, timeout: Duration = .seconds(20)) async throws -> [PushEvent] {
         var taken: [PushEvent] = []
-        try await eventuallyInSendTest("\(count) more events", timeout: timeout) {
+        try await eventually("\(count) more events", timeout: timeout) {
             taken = eventLog.take(upTo: count)
             return taken.count == count
         }
@@ -130,7 +114,7 @@ final class SendServiceFixture: Sendable {
     /// Events not taken yet, until their `delivered` counts reach `delivered`.
     func events(untilDelivered delivered: Int, timeout: Duration = .seconds(60)) async throws -> [PushEvent] {
         var taken: [PushEvent] = []
-        try await eventuallyInSendTest("\(delivered) notifications reported delivered", timeout: timeout) {
+        try await eventually("\(delivered) notifications reported delivered", timeout: timeout) {
             taken = eventLog.take(untilDelivered: delivered)
             return !taken.isEmpty
         }
@@ -206,21 +190,6 @@ final class SendEventLog: Sendable {
     }
 }
 
-struct SendTestFailure: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
-}
-
-/// Polls `condition` every 100 ms until it holds, for at most `timeout`; then fails the test.
-func eventuallyInSendTest(_ what: String, timeout: Duration = .seconds(30), _ condition: () async throws -> Bool) async throws {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if try await condition() { return }
-        try await Task.sleep(for: .milliseconds(100))
-    }
-    throw SendTestFailure("\(what): not true within \(timeout)")
-}
-
 /// Starts a sandbox, declares a fresh topology and an events queue, makes the main app (plus
 /// `extraApps`, given the fixture's directory), runs `body`, then removes queues and keys.
 func withSendService(
@@ -257,13 +226,9 @@ func withSendService(
         configuration: try AMQPConfiguration(url: TestServers.amqpURL, connectionName: "push-send-tests-events"),
         logger: sendTestLogger
     )
-    let redis = try await RedisClient.connect(
-        configuration: RedisConfiguration(url: TestServers.redisURL, source: "PUSH_TEST_REDIS_URL"),
-        logger: sendTestLogger
-    )
+    let redis = try await TestServers.connectRedis(logger: sendTestLogger)
     let fixture = SendServiceFixture(names: names, app: app, apps: apps, sandbox: sandbox, amqp: amqp, redis: redis, directory: directory, send: send)
-    var failure: (any Error)?
-    do {
+    try await withCleanUp {
         try await amqp.waitUntilConnected(timeout: .seconds(15))
         try await amqp.declare(
             AMQPTopology(
@@ -282,14 +247,12 @@ func withSendService(
         defer { collecting.cancel() }
         try await body(fixture)
         events.cancel()
-    } catch {
-        failure = error
+    } cleanUp: {
+        await observer.close()
+        for queue in names.allQueueNames + [fixture.eventsQueue] { _ = try? await amqp.deleteQueue(queue) }
+        await amqp.close()
+        for bundleID in apps.bundleIDs { _ = try? await redis.deleteKeys(matching: "push:{\(bundleID)}:*") }
+        await redis.close()
+        _ = await sandbox.terminate()
     }
-    await observer.close()
-    for queue in names.allQueueNames + [fixture.eventsQueue] { _ = try? await amqp.deleteQueue(queue) }
-    await amqp.close()
-    for bundleID in apps.bundleIDs { await deleteSendKeys(redis: redis, app: bundleID) }
-    await redis.close()
-    _ = await sandbox.terminate()
-    if let failure { throw failure }
 }

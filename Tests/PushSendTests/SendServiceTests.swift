@@ -101,7 +101,7 @@ struct SendServiceTests {
             let tokens = SendServiceFixture.tokens(6)
             try await fixture.run { _ in
                 try await fixture.publish(fixture.batch(tokens))
-                try await eventuallyInSendTest("the first try is refused") {
+                try await eventually("the first try is refused") {
                     number((try await fixture.stats()["by_status"] as? [String: Any])?["503"]) == 6
                 }
                 _ = try await fixture.sandbox.admin("DELETE", "/faults")
@@ -180,7 +180,7 @@ struct SendServiceTests {
             let tokens = SendServiceFixture.tokens(20)
             try await fixture.run { _ in
                 try await fixture.publish(fixture.batch(tokens))
-                try await eventuallyInSendTest("the first try is refused") {
+                try await eventually("the first try is refused") {
                     number((try await fixture.stats()["by_status"] as? [String: Any])?["429"]) == 20
                 }
                 _ = try await fixture.sandbox.admin("DELETE", "/faults")
@@ -248,7 +248,7 @@ struct SendServiceTests {
                 ]
             }
         ) { fixture in
-            let token = SandboxProcess.randomToken()
+            let token = TestTokens.random()
             try await fixture.run { _ in
                 try await fixture.publish(fixture.batch([token], priority: 5))
                 try await fixture.publish(fixture.batch([token], app: dropping, priority: 1))
@@ -259,7 +259,7 @@ struct SendServiceTests {
                 let events = try await fixture.events(1)
                 #expect(events.first?.routingKey == "failed.RateLimited" && events.first?.app == dropping)
                 let longest = fixture.names.send.retryQueue(tier: fixture.names.send.retryTiers.count - 1)
-                try await eventuallyInSendTest("the deferred notification waits in \(longest)") {
+                try await eventually("the deferred notification waits in \(longest)") {
                     try await fixture.messages(in: longest) == 1
                 }
                 let deferred = try await fixture.receive(from: longest, count: 1)
@@ -293,7 +293,7 @@ struct SendServiceTests {
                 try await fixture.publish(fixture.batch(Array(tokens[0..<5]), app: refused))
                 // 30 s pause → the batch waits in the 30 s tier.
                 let tier = fixture.names.send.retryQueue(tier: 2)
-                try await eventuallyInSendTest("the refused app's batch waits in \(tier)") {
+                try await eventually("the refused app's batch waits in \(tier)") {
                     try await fixture.messages(in: tier) == 1
                 }
                 // While it is paused its new batches are not even tried, and the other app flows.
@@ -301,7 +301,7 @@ struct SendServiceTests {
                 try await fixture.publish(fixture.batch(Array(tokens[5..<10]), app: refused))
                 try await fixture.publish(fixture.batch(Array(tokens[0..<5])))
                 _ = try await fixture.events(untilDelivered: 5)
-                try await eventuallyInSendTest("both refused batches wait") {
+                try await eventually("both refused batches wait") {
                     try await fixture.messages(in: tier) == 2
                 }
                 #expect(number(try await fixture.stats()["requests"]) == number(before).map { $0 + 5 }, "only the good app's 5 were sent")
@@ -321,17 +321,17 @@ struct SendServiceTests {
             let tokens = SendServiceFixture.tokens(400)
             try await fixture.publish(stride(from: 0, to: 400, by: 50).map { fixture.batch(Array(tokens[$0..<$0 + 50]), sequence: $0) })
             try await fixture.run { _ in
-                try await eventuallyInSendTest("requests reach the sandbox") {
+                try await eventually("requests reach the sandbox") {
                     number(try await fixture.stats()["requests"]) ?? 0 > 0
                 }
             }
-            try await eventuallyInSendTest("the unfinished batches are back in \(fixture.names.send.name)") {
+            try await eventually("the unfinished batches are back in \(fixture.names.send.name)") {
                 try await fixture.messages(in: fixture.names.send.name) == 8
             }
             // Run again without the delay: everything is delivered, what was accepted before is not sent again.
             _ = try await fixture.sandbox.admin("DELETE", "/faults")
             try await fixture.run { _ in
-                try await eventuallyInSendTest("every token delivered", timeout: .seconds(60)) {
+                try await eventually("every token delivered", timeout: .seconds(60)) {
                     try await fixture.deliveriesByToken().count == 400
                 }
             }

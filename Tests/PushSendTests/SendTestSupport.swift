@@ -1,16 +1,9 @@
 import Crypto
 import Foundation
-import Logging
+import TestSupport
 
-/// The tests' logger: silent unless `PUSH_TEST_LOG` is set.
-let sendTestLogger: Logger = {
-    if ProcessInfo.processInfo.environment["PUSH_TEST_LOG"] != nil {
-        var logger = Logger(label: "push-send-tests")
-        logger.logLevel = .debug
-        return logger
-    }
-    return Logger(label: "push-send-tests", factory: { _ in SwiftLogNoOpLogHandler() })
-}()
+/// The tests' logger (see ``TestLogger`` for `PUSH_TEST_LOG`).
+let sendTestLogger = TestLogger.make("push-send-tests")
 
 /// `.p8` signing keys for token auth (PKCS#8 PEM), made fresh per test process.
 enum SendTestKeys {

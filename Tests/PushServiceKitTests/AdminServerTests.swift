@@ -2,11 +2,11 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import Logging
 import PushServiceKit
 import ServiceLifecycle
 import Synchronization
 import Testing
+import TestSupport
 
 @Suite("Admin server over HTTP")
 struct AdminServerTests {
@@ -101,12 +101,12 @@ struct AdminServerTests {
         let ports = PortReporter()
         let adminServer = buildAdminServer(
             configuration: PushConfiguration(httpPort: 0, httpHost: "127.0.0.1"),
-            logger: Logger(label: "test"),
+            logger: TestLogger.make("admin-test"),
             onServerRunning: { await ports.report($0) }
         )
         let drained = Flag(false)
         let worker = DrainingService(drained: drained)
-        let group = makeServiceGroup(services: [worker], adminServer: adminServer, gracefulShutdownSignals: [], logger: Logger(label: "test"))
+        let group = makeServiceGroup(services: [worker], adminServer: adminServer, gracefulShutdownSignals: [], logger: TestLogger.make("admin-test"))
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
             let port = try await ports.port()
@@ -125,7 +125,7 @@ struct AdminServerTests {
         let ports = PortReporter()
         let adminServer = buildAdminServer(
             configuration: PushConfiguration(httpPort: 0, httpHost: "127.0.0.1"),
-            logger: Logger(label: "test"),
+            logger: TestLogger.make("admin-test"),
             onServerRunning: { await ports.report($0) }
         )
         let cancelled = Flag(false)
@@ -134,7 +134,7 @@ struct AdminServerTests {
             adminServer: adminServer,
             shutdownTimeout: .milliseconds(300),
             gracefulShutdownSignals: [],
-            logger: Logger(label: "test")
+            logger: TestLogger.make("admin-test")
         )
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try? await group.run() }
@@ -158,20 +158,11 @@ func withAdminServer(readiness: [ReadinessCheck] = [], _ body: (Int) async throw
     let server = buildAdminServer(
         configuration: PushConfiguration(httpPort: 0, httpHost: "127.0.0.1"),
         readiness: readiness,
-        logger: Logger(label: "admin-test"),
+        logger: TestLogger.make("admin-test"),
         onServerRunning: { await ports.report($0) }
     )
-    let group = ServiceGroup(services: [server], logger: Logger(label: "admin-test"))
-    try await withThrowingTaskGroup(of: Void.self) { tasks in
-        tasks.addTask { try await group.run() }
-        do {
-            try await body(try await ports.port())
-        } catch {
-            await group.triggerGracefulShutdown()
-            throw error
-        }
-        await group.triggerGracefulShutdown()
-        try await tasks.waitForAll()
+    try await withRunningServices([server], logger: TestLogger.make("admin-test")) { _ in
+        try await body(try await ports.port())
     }
 }
 

@@ -1,7 +1,7 @@
-import Logging
 import ServiceLifecycle
 import Synchronization
 import Testing
+import TestSupport
 
 @testable import PushServiceKit
 
@@ -80,10 +80,10 @@ struct BoundedConsumerTests {
                 finished.withLock { $0.append(contentsOf: elements) }
             }
         }
-        try await withServiceGroup(service) { group in
+        try await withRunningServices([service], logger: boundedConsumerTestLogger) { group in
             continuation.yield(1)
             continuation.yield(2)
-            try await eventually { started.seen.count == 2 }
+            try await eventually("both elements started", timeout: .seconds(5), poll: .milliseconds(5)) { started.seen.count == 2 }
             await group.triggerGracefulShutdown()
         }
         #expect(finished.withLock { $0.sorted() } == [1, 2], "not cancelled: there is no drain deadline")
@@ -106,11 +106,11 @@ struct BoundedConsumerTests {
         }
         let clock = ContinuousClock()
         let shutdownAt = Mutex(clock.now)
-        try await withServiceGroup(service) { group in
+        try await withRunningServices([service], logger: boundedConsumerTestLogger) { group in
             continuation.yield(1)
             continuation.yield(2)
             continuation.yield(3)
-            try await eventually { started.seen.count == 3 }
+            try await eventually("all three elements started", timeout: .seconds(5), poll: .milliseconds(5)) { started.seen.count == 3 }
             shutdownAt.withLock { $0 = clock.now }
             await group.triggerGracefulShutdown()
         }
@@ -157,7 +157,7 @@ struct BoundedConsumerTests {
 
 // MARK: - Support
 
-private let boundedConsumerTestLogger = Logger(label: "bounded-consumer-tests", factory: { _ in SwiftLogNoOpLogHandler() })
+private let boundedConsumerTestLogger = TestLogger.make("bounded-consumer-tests")
 
 private struct SourceFailure: Error {}
 
@@ -182,33 +182,4 @@ private struct LoopService: Service {
     let body: @Sendable () async throws -> Void
     init(_ body: @escaping @Sendable () async throws -> Void) { self.body = body }
     func run() async throws { try await body() }
-}
-
-/// Runs `service` in a service group while `body` runs (which triggers its graceful shutdown);
-/// returns once the group has stopped.
-private func withServiceGroup(_ service: LoopService, _ body: @escaping @Sendable (ServiceGroup) async throws -> Void) async throws {
-    let group = ServiceGroup(services: [service], gracefulShutdownSignals: [], cancellationSignals: [], logger: boundedConsumerTestLogger)
-    try await withThrowingTaskGroup(of: Void.self) { tasks in
-        tasks.addTask { try await group.run() }
-        tasks.addTask {
-            do {
-                try await body(group)
-            } catch {
-                await group.triggerGracefulShutdown()
-                throw error
-            }
-        }
-        try await tasks.waitForAll()
-    }
-}
-
-private struct NotInTime: Error {}
-
-/// Polls `condition` every 5 ms for at most 5 s.
-private func eventually(_ condition: () -> Bool) async throws {
-    let deadline = ContinuousClock.now + .seconds(5)
-    while !condition() {
-        guard ContinuousClock.now < deadline else { throw NotInTime() }
-        try await Task.sleep(for: .milliseconds(5))
-    }
 }

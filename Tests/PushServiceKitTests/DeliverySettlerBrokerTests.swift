@@ -1,6 +1,5 @@
 import AMQP
 import Foundation
-import Logging
 import PushCore
 import Testing
 import TestSupport
@@ -44,7 +43,7 @@ struct DeliverySettlerBrokerTests {
 
             // Settled for good: once the channel closes, nothing unacked goes back to the queue.
             await fixture.amqp.close()
-            #expect(try await withSettlerAdminConnection { try await $0.queueStatus(fixture.names.registrations.name).messages } == 0)
+            #expect(try await withAMQPConnection(name: "settler-tests-admin") { try await $0.queueStatus(fixture.names.registrations.name).messages } == 0)
         }
     }
 
@@ -76,14 +75,7 @@ struct DeliverySettlerBrokerTests {
 
 // MARK: - Fixture
 
-private let settlerTestLogger: Logger = {
-    if ProcessInfo.processInfo.environment["PUSH_TEST_LOG"] != nil {
-        var logger = Logger(label: "settler-tests")
-        logger.logLevel = .debug
-        return logger
-    }
-    return Logger(label: "settler-tests", factory: { _ in SwiftLogNoOpLogHandler() })
-}()
+private let settlerTestLogger = TestLogger.make("settler-tests")
 
 private struct SettlerFixture: Sendable {
     let names: PushQueues
@@ -106,33 +98,13 @@ private func withSettlerFixture(_ name: String, _ body: (SettlerFixture) async t
     let connectionName = TestServers.uniqueName("settler-tests-\(name)")
     let configuration = try AMQPConfiguration(url: TestServers.amqpURL, connectionName: connectionName)
     let amqp = AMQPConnection(configuration: configuration, topology: .push(names), logger: settlerTestLogger)
-    var failure: (any Error)?
-    do {
+    try await withCleanUp {
         try await amqp.waitUntilConnected(timeout: .seconds(15))
         try await body(SettlerFixture(names: names, connectionName: connectionName, amqp: amqp))
-    } catch {
-        failure = error
+    } cleanUp: {
+        await amqp.close()
+        try await withAMQPConnection(name: "settler-tests-admin") { connection in
+            for queue in names.allQueueNames { _ = try? await connection.deleteQueue(queue) }
+        }
     }
-    await amqp.close()
-    try await withSettlerAdminConnection { connection in
-        for queue in names.allQueueNames { _ = try? await connection.deleteQueue(queue) }
-    }
-    if let failure { throw failure }
-}
-
-/// A connection without topology, for inspecting and deleting queues.
-private func withSettlerAdminConnection<T>(_ body: (AMQPConnection) async throws -> T) async throws -> T {
-    let connection = AMQPConnection(
-        configuration: try AMQPConfiguration(url: TestServers.amqpURL, connectionName: "settler-tests-admin"),
-        logger: settlerTestLogger
-    )
-    try await connection.waitUntilConnected(timeout: .seconds(15))
-    let result: Result<T, any Error>
-    do {
-        result = .success(try await body(connection))
-    } catch {
-        result = .failure(error)
-    }
-    await connection.close()
-    return try result.get()
 }

@@ -1,8 +1,7 @@
-import Logging
 import PushServiceKit
-import ServiceLifecycle
 import Synchronization
 import Testing
+import TestSupport
 
 /// Returning memory to the system once a burst of work is over.
 @Suite struct IdleMemoryTrimmerTests {
@@ -27,19 +26,17 @@ import Testing
     @Test func theServiceTrimsAfterABurstOfCPUAndStopsOnGracefulShutdown() async throws {
         let trims = Atomic<Int>(0)
         let trimmer = IdleMemoryTrimmer(interval: .milliseconds(200)) { trims.add(1, ordering: .relaxed) }
-        let group = ServiceGroup(configuration: .init(services: [trimmer], gracefulShutdownSignals: [], logger: .init(label: "trim-test")))
-        let running = Task { try await group.run() }
-        // Busy for 300 ms (well above 1% of a core), then idle.
-        let busyUntil = ContinuousClock.now + .milliseconds(300)
-        var spin = 0
-        while ContinuousClock.now < busyUntil { spin &+= 1 }
-        #expect(spin > 0)
-        let deadline = ContinuousClock.now + .seconds(10)
-        while trims.load(ordering: .relaxed) == 0, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(50))
+        try await withRunningServices([trimmer], logger: TestLogger.make("trim-test")) { _ in
+            // Busy for 300 ms (well above 1% of a core), then idle.
+            let busyUntil = ContinuousClock.now + .milliseconds(300)
+            var spin = 0
+            while ContinuousClock.now < busyUntil { spin &+= 1 }
+            #expect(spin > 0)
+            let deadline = ContinuousClock.now + .seconds(10)
+            while trims.load(ordering: .relaxed) == 0, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            #expect(trims.load(ordering: .relaxed) == 1)
         }
-        #expect(trims.load(ordering: .relaxed) == 1)
-        await group.triggerGracefulShutdown()
-        try await running.value
     }
 }

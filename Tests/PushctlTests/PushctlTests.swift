@@ -1,6 +1,5 @@
 import AMQP
 import Foundation
-import Logging
 import PushCore
 import PushServiceKit
 import Redis
@@ -12,7 +11,7 @@ import TokenRegistry
 @Suite("pushctl publish, token and dead")
 struct PushctlTests {
     static let pushctl = TestServers.productsDirectory.appendingPathComponent("pushctl").path
-    static let logger = Logger(label: "pushctl-test", factory: { _ in SwiftLogNoOpLogHandler() })
+    static let logger = TestLogger.make("pushctl-test")
 
     /// Runs pushctl with the test servers' URLs; its exit status and output.
     func pushctl(_ arguments: [String], stdin: String? = nil) async throws -> (status: Int32, output: String) {

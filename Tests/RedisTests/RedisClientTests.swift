@@ -1,6 +1,5 @@
 import Foundation
 import Redis
-import ServiceLifecycle
 import Testing
 import TestSupport
 
@@ -48,7 +47,7 @@ struct RedisClientTests {
     }
 
     @Test func concurrentCallersArePipelinedOnOneConnection() async throws {
-        let connection = try await RedisConnection.connect(configuration: RedisTesting.configuration(), logger: RedisTesting.logger)
+        let connection = try await RedisConnection.connect(configuration: TestServers.redisConfiguration(), logger: RedisTesting.logger)
         let key = RedisTesting.prefix("concurrent") + ":counter"
         let results = try await withThrowingTaskGroup(of: Int64.self) { group in
             for _ in 0..<2000 {
@@ -116,7 +115,7 @@ struct RedisClientTests {
         try await admin.execute("ACL", "SETUSER", user, "on", ">\(password)", "~*", "&*", "+@all")
         // Remove the user however the checks below end.
         let outcome = await Result { () async throws -> Void in
-            let base = try RedisTesting.configuration("pool_size=1")
+            let base = try TestServers.redisConfiguration("pool_size=1")
             // The password percent-encoded in the URL, as an operator would write it.
             let good = try RedisConfiguration(url: "redis://\(user):p%40ss%3Aw%2Frd%25@\(base.endpoint)/\(base.database)?pool_size=1")
             #expect(good.password == password)
@@ -182,7 +181,7 @@ struct RedisClientTests {
     }
 
     @Test func databaseOutOfRangeIsAClearError() async throws {
-        var configuration = try RedisTesting.configuration("pool_size=1")
+        var configuration = try TestServers.redisConfiguration("pool_size=1")
         configuration.database = 100_000
         let error = await #expect(throws: RedisError.self) {
             try await RedisClient.connect(configuration: configuration, logger: RedisTesting.logger)
@@ -193,7 +192,7 @@ struct RedisClientTests {
 
     @Test func commandTimeoutFailsTheCommandAndTheConnectionRecovers() async throws {
         let connection = try await RedisConnection.connect(
-            configuration: RedisTesting.configuration("command_timeout_ms=300"), logger: RedisTesting.logger)
+            configuration: TestServers.redisConfiguration("command_timeout_ms=300"), logger: RedisTesting.logger)
         let key = RedisTesting.prefix("timeout") + ":list"
         let started = ContinuousClock.now
         let error = await #expect(throws: RedisError.self) { try await connection.send("BLPOP", key, "5") }
@@ -228,12 +227,8 @@ struct RedisClientTests {
 
     @Test func serviceRunClosesOnGracefulShutdown() async throws {
         let client = try await RedisTesting.client()
-        let group = ServiceGroup(services: [client], logger: RedisTesting.logger)
-        try await withThrowingTaskGroup(of: Void.self) { tasks in
-            tasks.addTask { try await group.run() }
+        try await withRunningServices([client], logger: RedisTesting.logger) { _ async throws in
             #expect(try await client.send("PING") == .status("PONG"))
-            await group.triggerGracefulShutdown()
-            try await tasks.waitForAll()
         }
         let error = await #expect(throws: RedisError.self) { try await client.send("PING") }
         #expect(error?.code == .closed)

@@ -26,10 +26,6 @@ public final class SandboxProcess: @unchecked Sendable {
         [("apns-topic", topic), ("apns-push-type", pushType), ("authorization", bearer())]
     }
 
-    public static func randomToken() -> String {
-        (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
-    }
-
     /// The sandbox's URL for clients: `https://127.0.0.1:<port>`.
     public var endpointURL: String { "https://127.0.0.1:\(port)" }
 

@@ -194,7 +194,7 @@ struct TokenRegistryTests {
         let registry = TokenRegistry(redis: redis)
         let app = RegistryTesting.uniqueApp("stream")
         let keys = registry.keys(app: app)
-        let prefix = RegistryTesting.randomPrefix()
+        let prefix = TestTokens.randomPrefix()
         let tokens = (0..<5_000).map { RegistryTesting.token($0, prefix: prefix) }
         for chunk in stride(from: 0, to: tokens.count, by: 1_000) {
             let members = tokens[chunk..<min(chunk + 1_000, tokens.count)].map(\.hex)

@@ -1,6 +1,7 @@
 import Foundation
 import PushCore
 import Testing
+import TestSupport
 
 @Suite("Localisation: .strings catalogs, formats, fallback chain")
 struct LocalizationTests {
@@ -73,18 +74,10 @@ struct LocalizationTests {
     /// Decoders are fuzzed: mutated strings files and format strings never crash.
     @Test func mutatedCatalogsAndFormatsNeverCrash() {
         let valid = Array("/* c */\n\"K\" = \"%1$@ und %2$d \\U00e9 \\n \\101\";\n// x\nU = \"v\";\n".utf8)
-        var generator = SplitMix(seed: 7)
+        var generator = SplitMix64(seed: 7)
         let alphabet = Array(#"/*"\=;%$@dlU0123456789.-uxf "#.utf8) + [0x0A, 0xC3, 0xA9, 0xFF, 0xFE, 0x00, 0xD8]
         for _ in 0..<5_000 {
-            var bytes = valid
-            for _ in 0..<(1 + Int(generator.next() % 4)) {
-                let position = Int(generator.next() % UInt64(bytes.count))
-                switch generator.next() % 3 {
-                case 0: bytes[position] = alphabet[Int(generator.next() % UInt64(alphabet.count))]
-                case 1: bytes.remove(at: position)
-                default: bytes.insert(alphabet[Int(generator.next() % UInt64(alphabet.count))], at: position)
-                }
-            }
+            let bytes = generator.mutated(valid, alphabet: alphabet)
             if let catalog = try? StringsCatalog(data: bytes, name: "fuzz.strings") {
                 for format in catalog.strings.values {
                     _ = try? LocalizedFormat.format(format, arguments: ["a", "12"])

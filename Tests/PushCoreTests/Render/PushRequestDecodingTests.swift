@@ -1,5 +1,6 @@
 import PushCore
 import Testing
+import TestSupport
 
 @Suite("Push request v1: decoding and validation")
 struct PushRequestDecodingTests {
@@ -116,35 +117,15 @@ struct PushRequestDecodingTests {
         let valid = Array(
             #"{"id": "x", "app": "com.example.game", "to": {"tokens": ["\#(String(repeating: "ab", count: 32))"]}, "payload": {"aps": {"alert": {"loc-key": "K", "loc-args": ["é", "😀"]}, "sound": {"critical": 1, "name": "a", "volume": 0.5}}, "c": [1, 2.5e3, null]}}"#
                 .utf8)
-        var generator = SplitMix(seed: 42)
+        var generator = SplitMix64(seed: 42)
         let alphabet = Array(#"{}[]:,"\ 0123456789.eE+-truefalsnul"#.utf8) + [0xC3, 0xA9, 0xFF, 0x00]
         for _ in 0..<5_000 {
-            var bytes = valid
-            for _ in 0..<(1 + Int(generator.next() % 4)) {
-                let position = Int(generator.next() % UInt64(bytes.count))
-                switch generator.next() % 3 {
-                case 0: bytes[position] = alphabet[Int(generator.next() % UInt64(alphabet.count))]
-                case 1: bytes.remove(at: position)
-                default: bytes.insert(alphabet[Int(generator.next() % UInt64(alphabet.count))], at: position)
-                }
-            }
+            let bytes = generator.mutated(valid, alphabet: alphabet)
             do {
                 _ = try PushRequest(body: bytes, apps: renderTestApps())
             } catch {
                 #expect(!error.field.isEmpty && !error.reason.isEmpty)
             }
         }
-    }
-}
-
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9e37_79b9_7f4a_7c15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
-        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
-        return z ^ (z >> 31)
     }
 }

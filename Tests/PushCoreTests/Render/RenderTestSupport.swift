@@ -1,5 +1,6 @@
 import PushCore
 import Testing
+import TestSupport
 
 /// An apps file with one app, for decoding requests without a server.
 func renderTestApps(environment: AppConfiguration.Environment = .production) -> AppsFile {
@@ -48,13 +49,8 @@ func rendered(
     case .notification(let notification): return notification
     case .skipped(let reason):
         Issue.record("skipped: \(reason)", sourceLocation: sourceLocation)
-        throw RenderTestFailure("skipped")
+        throw TestFailure("skipped")
     }
-}
-
-struct RenderTestFailure: Error {
-    let description: String
-    init(_ description: String) { self.description = description }
 }
 
 /// Catalogs like the repository's `localization/` directory.

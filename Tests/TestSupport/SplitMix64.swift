@@ -1,0 +1,19 @@
+/// SplitMix64 (Steele, Lea & Flood 2014): a tiny deterministic generator, so a test that draws
+/// random jitter, tokens or inputs gets the same sequence for the same seed and a failing run can be
+/// replayed. Not for anything but tests.
+public struct SplitMix64: RandomNumberGenerator, Sendable {
+    public var state: UInt64
+
+    /// Starts from `seed` (the first value drawn is the mix of `seed + 0x9E37_79B9_7F4A_7C15`).
+    public init(seed: UInt64) {
+        state = seed
+    }
+
+    public mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
