@@ -20,6 +20,9 @@ struct FeedbackFixture: Sendable {
     let amqp: AMQPConnection
     let redis: RedisClient
     let registry: TokenRegistry
+    /// The Redis the registry lives on (another than `redis` in outage tests), and its key prefix.
+    let registryRedis: RedisClient
+    let keyPrefix: String
     let keys: RegistryKeys
     let events: String
     let metrics = FeedbackMetrics()
@@ -62,20 +65,14 @@ struct FeedbackFixture: Sendable {
         )
     }
 
-    /// Runs a consumer in a service group while `body` runs, then shuts it down gracefully and waits
-    /// for it to return (failing the test if it takes more than 15 s).
+    /// Runs push-feedback as the executable wires it (``buildPushFeedback``: the consumer, and the
+    /// sweeper, idle with `staleDays` 0) while `body` runs, then shuts it down gracefully and waits for
+    /// it to return (failing the test if it takes more than 15 s).
     func runConsumer(configuration: FeedbackConfiguration = FeedbackConfiguration(batchSize: 50, batchesInFlight: 3), _ body: (ServiceGroup) async throws -> Void) async throws {
-        let consumer = FeedbackQueueConsumer(
-            amqp: amqp,
-            registry: registry,
-            apps: apps,
-            queues: names,
-            configuration: configuration,
-            metrics: metrics,
-            logger: Self.logger,
-            now: { 50_000 }
-        )
-        try await withRunningServices([consumer], logger: Self.logger, shutdownWithin: .seconds(15), body)
+        let dependencies = ServiceDependencies(
+            amqp: amqp, redis: registryRedis, queues: names, keyPrefix: keyPrefix, logger: Self.logger, now: { 50_000 })
+        let services = buildPushFeedback(dependencies, configuration: configuration, apps: apps, metrics: metrics)
+        try await withRunningServices(services, logger: Self.logger, shutdownWithin: .seconds(15), body)
     }
 
     func record(_ token: DeviceToken) async throws -> DeviceRecord? {
@@ -125,6 +122,8 @@ func withFeedbackFixture(_ name: String, registryRedis: RedisClient? = nil, _ bo
         amqp: amqp,
         redis: redis,
         registry: registry,
+        registryRedis: registryRedis ?? redis,
+        keyPrefix: keyPrefix,
         keys: registry.keys(app: app),
         events: events
     )

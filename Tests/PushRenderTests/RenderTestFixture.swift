@@ -78,9 +78,13 @@ struct RenderFixture: Sendable {
             logger: renderTestLogger, now: { 1_767_225_000_000 })
     }
 
-    /// Runs a consumer while `body` runs, then shuts it down gracefully (failing if that takes > 15 s).
+    /// Runs push-render as the executable wires it (``buildPushRender``) while `body` runs, then shuts
+    /// it down gracefully (failing if that takes > 15 s).
     func run(configuration: RenderConfiguration? = nil, _ body: (ServiceGroup) async throws -> Void) async throws {
-        try await withRunningServices([consumer(configuration: configuration)], logger: renderTestLogger, shutdownWithin: .seconds(15), body)
+        let dependencies = ServiceDependencies(
+            amqp: amqp, redis: redis, queues: names, keyPrefix: keyPrefix, logger: renderTestLogger, now: { 1_767_225_000_000 })
+        let services = buildPushRender(dependencies, configuration: configuration ?? self.configuration, apps: apps, catalogs: catalogs)
+        try await withRunningServices(services, logger: renderTestLogger, shutdownWithin: .seconds(15), body)
     }
 
     /// Takes `count` messages off `queue` (acking them), or fails after `timeout`.

@@ -87,8 +87,9 @@ final class SendServiceFixture: Sendable {
     /// Runs push-send in a service group while `body` runs, then shuts it down gracefully (failing the
     /// test if that takes more than 30 s).
     func run(_ body: (ServiceGroup) async throws -> Void) async throws {
-        let service = PushSendService(configuration: configuration, send: send, apps: apps, amqp: amqp, redis: redis, logger: sendTestLogger)
-        try await withRunningServices(service.services, logger: sendTestLogger, shutdownWithin: .seconds(30), body)
+        let dependencies = ServiceDependencies(amqp: amqp, redis: redis, queues: PushQueues(prefix: send.queuePrefix), logger: sendTestLogger)
+        let services = buildPushSend(dependencies, configuration: configuration, send: send, apps: apps)
+        try await withRunningServices(services, logger: sendTestLogger, shutdownWithin: .seconds(30), body)
     }
 
     // MARK: Looking at the results
