@@ -116,3 +116,11 @@ bench-transport: deps-bench
 docs: deps
 	swift build --build-tests
 	@PUSH_TEST_RECORD_README=1 swift test --skip-build --filter 'ConfigurationTableTests'
+
+# Applies .swift-format to the Swift sources (`make lint` checks without changing; `make test` runs
+# the check first).
+.PHONY: format lint
+format:
+	@bash scripts/format.sh
+lint:
+	@bash scripts/format.sh --check

@@ -230,12 +230,15 @@ let package = Package(
         ),
 
         // MARK: Executables: argument parsing and wiring only
-        .executableTarget(name: "push-ingest", dependencies: serviceDependencies + ["PushIngest", "TokenRegistry", "RateLimiting"], swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "push-ingest", dependencies: serviceDependencies + ["PushIngest", "TokenRegistry", "RateLimiting"], swiftSettings: swiftSettings),
         .executableTarget(name: "push-render", dependencies: serviceDependencies + ["PushRender"], swiftSettings: swiftSettings),
         .executableTarget(name: "push-send", dependencies: serviceDependencies + ["PushSend"], swiftSettings: swiftSettings),
-        .executableTarget(name: "push-feedback", dependencies: serviceDependencies + ["PushFeedback", "TokenRegistry"], swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "push-feedback", dependencies: serviceDependencies + ["PushFeedback", "TokenRegistry"], swiftSettings: swiftSettings),
         .executableTarget(name: "apns-sandbox", dependencies: serviceDependencies + ["APNsSandbox"], swiftSettings: swiftSettings),
-        .executableTarget(name: "pushctl", dependencies: serviceDependencies + ["APNs", "TokenRegistry", "PushFeedback"], swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "pushctl", dependencies: serviceDependencies + ["APNs", "TokenRegistry", "PushFeedback"], swiftSettings: swiftSettings),
 
         // MARK: Benchmarks: executables that print figures (not timed tests), each beside its script
         // in Benchmarks/<area>/ (`make bench-<area>`)
@@ -377,7 +380,9 @@ let package = Package(
         ),
         .testTarget(
             name: "APNsClientTests",
-            dependencies: ["APNs", "TestSupport", .product(name: "Crypto", package: "swift-crypto"), .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "APNs", "TestSupport", .product(name: "Crypto", package: "swift-crypto"), .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

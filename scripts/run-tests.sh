@@ -34,6 +34,11 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 trap 'exit 129' HUP
 test_status=0
+# The tree stays formatted by .swift-format (`make format` applies it): a lint finding fails the run.
+if [[ -z ${FILTER:-} ]]; then
+    echo "run-tests.sh: swift format lint (.swift-format)"
+    bash scripts/format.sh --check || test_status=$?
+fi
 bash scripts/with-test-servers.sh swift test "${args[@]}" "$@" || test_status=$?
 
 if [[ -n ${FILTER:-} || ${PUSH_CHAOS_SMOKE:-1} == 0 ]]; then

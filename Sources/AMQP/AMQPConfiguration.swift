@@ -109,7 +109,9 @@ public struct AMQPConfiguration: Sendable {
                 default: self.tls?.keyFile = value
                 }
             default:
-                throw AMQPError(.invalidURL, "unknown option '\(item.name)' in '\(Self.redacted(url))' (known: heartbeat, connection_timeout, cacertfile, certfile, keyfile)")
+                throw AMQPError(
+                    .invalidURL,
+                    "unknown option '\(item.name)' in '\(Self.redacted(url))' (known: heartbeat, connection_timeout, cacertfile, certfile, keyfile)")
             }
         }
         if let tls, (tls.certificateFile == nil) != (tls.keyFile == nil) {

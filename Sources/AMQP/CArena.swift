@@ -42,20 +42,48 @@ final class CArena {
     func field(_ value: AMQPFieldValue) -> amqp_field_value_t {
         var field = amqp_field_value_t()
         switch value {
-        case .bool(let v): field.kind = UInt8(AMQP_FIELD_KIND_BOOLEAN.rawValue); field.value.boolean = v ? 1 : 0
-        case .int8(let v): field.kind = UInt8(AMQP_FIELD_KIND_I8.rawValue); field.value.i8 = v
-        case .int16(let v): field.kind = UInt8(AMQP_FIELD_KIND_I16.rawValue); field.value.i16 = v
-        case .int32(let v): field.kind = UInt8(AMQP_FIELD_KIND_I32.rawValue); field.value.i32 = v
-        case .int64(let v): field.kind = UInt8(AMQP_FIELD_KIND_I64.rawValue); field.value.i64 = v
-        case .uint8(let v): field.kind = UInt8(AMQP_FIELD_KIND_U8.rawValue); field.value.u8 = v
-        case .uint16(let v): field.kind = UInt8(AMQP_FIELD_KIND_U16.rawValue); field.value.u16 = v
-        case .uint32(let v): field.kind = UInt8(AMQP_FIELD_KIND_U32.rawValue); field.value.u32 = v
-        case .float(let v): field.kind = UInt8(AMQP_FIELD_KIND_F32.rawValue); field.value.f32 = v
-        case .double(let v): field.kind = UInt8(AMQP_FIELD_KIND_F64.rawValue); field.value.f64 = v
-        case .string(let v): field.kind = UInt8(AMQP_FIELD_KIND_UTF8.rawValue); field.value.bytes = bytes(v)
-        case .bytes(let v): field.kind = UInt8(AMQP_FIELD_KIND_BYTES.rawValue); field.value.bytes = bytes(v)
-        case .timestamp(let v): field.kind = UInt8(AMQP_FIELD_KIND_TIMESTAMP.rawValue); field.value.u64 = v
-        case .table(let v): field.kind = UInt8(AMQP_FIELD_KIND_TABLE.rawValue); field.value.table = table(v)
+        case .bool(let v):
+            field.kind = UInt8(AMQP_FIELD_KIND_BOOLEAN.rawValue)
+            field.value.boolean = v ? 1 : 0
+        case .int8(let v):
+            field.kind = UInt8(AMQP_FIELD_KIND_I8.rawValue)
+            field.value.i8 = v
+        case .int16(let v):
+            field.kind = UInt8(AMQP_FIELD_KIND_I16.rawValue)
+            field.value.i16 = v
+        case .int32(let v):
+            field.kind = UInt8(AMQP_FIELD_KIND_I32.rawValue)
+            field.value.i32 = v
+        case .int64(let v):
+            field.kind = UInt8(AMQP_FIELD_KIND_I64.rawValue)
+            field.value.i64 = v
+        case .uint8(let v):
+            field.kind = UInt8(AMQP_FIELD_KIND_U8.rawValue)
+            field.value.u8 = v
+        case .uint16(let v):
+            field.kind = UInt8(AMQP_FIELD_KIND_U16.rawValue)
+            field.value.u16 = v
+        case .uint32(let v):
+            field.kind = UInt8(AMQP_FIELD_KIND_U32.rawValue)
+            field.value.u32 = v
+        case .float(let v):
+            field.kind = UInt8(AMQP_FIELD_KIND_F32.rawValue)
+            field.value.f32 = v
+        case .double(let v):
+            field.kind = UInt8(AMQP_FIELD_KIND_F64.rawValue)
+            field.value.f64 = v
+        case .string(let v):
+            field.kind = UInt8(AMQP_FIELD_KIND_UTF8.rawValue)
+            field.value.bytes = bytes(v)
+        case .bytes(let v):
+            field.kind = UInt8(AMQP_FIELD_KIND_BYTES.rawValue)
+            field.value.bytes = bytes(v)
+        case .timestamp(let v):
+            field.kind = UInt8(AMQP_FIELD_KIND_TIMESTAMP.rawValue)
+            field.value.u64 = v
+        case .table(let v):
+            field.kind = UInt8(AMQP_FIELD_KIND_TABLE.rawValue)
+            field.value.table = table(v)
         case .array(let values):
             field.kind = UInt8(AMQP_FIELD_KIND_ARRAY.rawValue)
             let entries = allocate(MemoryLayout<amqp_field_value_t>.stride * max(values.count, 1))
@@ -70,20 +98,53 @@ final class CArena {
     func properties(_ properties: AMQPProperties, extraHeaders: AMQPTable) -> amqp_basic_properties_t {
         var p = amqp_basic_properties_t()
         var flags: amqp_flags_t = 0
-        if let v = properties.contentType { flags |= push_amqp_flag_content_type; p.content_type = bytes(v) }
-        if let v = properties.contentEncoding { flags |= push_amqp_flag_content_encoding; p.content_encoding = bytes(v) }
+        if let v = properties.contentType {
+            flags |= push_amqp_flag_content_type
+            p.content_type = bytes(v)
+        }
+        if let v = properties.contentEncoding {
+            flags |= push_amqp_flag_content_encoding
+            p.content_encoding = bytes(v)
+        }
         let headers = extraHeaders.isEmpty ? properties.headers : properties.headers.merging(extraHeaders) { $1 }
-        if !headers.isEmpty { flags |= push_amqp_flag_headers; p.headers = table(headers) }
+        if !headers.isEmpty {
+            flags |= push_amqp_flag_headers
+            p.headers = table(headers)
+        }
         flags |= push_amqp_flag_delivery_mode
         p.delivery_mode = properties.persistent ? 2 : 1
-        if let v = properties.priority { flags |= push_amqp_flag_priority; p.priority = v }
-        if let v = properties.correlationID { flags |= push_amqp_flag_correlation_id; p.correlation_id = bytes(v) }
-        if let v = properties.replyTo { flags |= push_amqp_flag_reply_to; p.reply_to = bytes(v) }
-        if let v = properties.expiration { flags |= push_amqp_flag_expiration; p.expiration = bytes(v) }
-        if let v = properties.messageID { flags |= push_amqp_flag_message_id; p.message_id = bytes(v) }
-        if let v = properties.timestamp { flags |= push_amqp_flag_timestamp; p.timestamp = v }
-        if let v = properties.type { flags |= push_amqp_flag_type; p.type = bytes(v) }
-        if let v = properties.appID { flags |= push_amqp_flag_app_id; p.app_id = bytes(v) }
+        if let v = properties.priority {
+            flags |= push_amqp_flag_priority
+            p.priority = v
+        }
+        if let v = properties.correlationID {
+            flags |= push_amqp_flag_correlation_id
+            p.correlation_id = bytes(v)
+        }
+        if let v = properties.replyTo {
+            flags |= push_amqp_flag_reply_to
+            p.reply_to = bytes(v)
+        }
+        if let v = properties.expiration {
+            flags |= push_amqp_flag_expiration
+            p.expiration = bytes(v)
+        }
+        if let v = properties.messageID {
+            flags |= push_amqp_flag_message_id
+            p.message_id = bytes(v)
+        }
+        if let v = properties.timestamp {
+            flags |= push_amqp_flag_timestamp
+            p.timestamp = v
+        }
+        if let v = properties.type {
+            flags |= push_amqp_flag_type
+            p.type = bytes(v)
+        }
+        if let v = properties.appID {
+            flags |= push_amqp_flag_app_id
+            p.app_id = bytes(v)
+        }
         p._flags = flags
         return p
     }

@@ -178,7 +178,10 @@ final class ConnectionWorker: @unchecked Sendable {
                 }
             case .admin(let admin):
                 guard let session else {
-                    admin.fail(AMQPError(.connectionLost, "not connected to \(configuration.endpointDescription)" + (core.lastError.map { ": \($0.message)" } ?? "")))
+                    admin.fail(
+                        AMQPError(
+                            .connectionLost,
+                            "not connected to \(configuration.endpointDescription)" + (core.lastError.map { ": \($0.message)" } ?? "")))
                     continue
                 }
                 if !channels.adminChannelOpen {
@@ -279,7 +282,9 @@ final class ConnectionWorker: @unchecked Sendable {
             inbound[channel]!.body.reserveCapacity(bodySize)
             if bodySize == 0 { complete(channel: channel, session: session) }
         case .body(let channel, let bytes):
-            guard let size = inbound[channel]?.bodySize else { throw AMQPError(.protocolError, "content body without a header on channel \(channel)") }
+            guard let size = inbound[channel]?.bodySize else {
+                throw AMQPError(.protocolError, "content body without a header on channel \(channel)")
+            }
             inbound[channel]!.body.append(contentsOf: bytes)
             if inbound[channel]!.body.count >= size { complete(channel: channel, session: session) }
         case .basicCancel(let channel, _):
@@ -363,7 +368,7 @@ final class ConnectionWorker: @unchecked Sendable {
             spec.continuation.finish()
         }
         let deadline = ContinuousClock.now + min(configuration.publishTimeout, .seconds(5))
-        while (!confirms.isEmpty || backlogHead < backlog.count), ContinuousClock.now < deadline {
+        while !confirms.isEmpty || backlogHead < backlog.count, ContinuousClock.now < deadline {
             try runCommands()
             try sendBacklog()
             try readFrames(mayWait: true)

@@ -281,7 +281,8 @@ final class RabbitSession {
         case AMQP_FRAME_HEADER:
             let header = frame.payload.properties
             let properties = header.decoded.map { Self.properties($0.assumingMemoryBound(to: amqp_basic_properties_t.self).pointee) }
-            return .header(channel: channel, bodySize: Int(header.body_size), properties: properties ?? AMQPProperties(contentType: nil, persistent: false))
+            return .header(
+                channel: channel, bodySize: Int(header.body_size), properties: properties ?? AMQPProperties(contentType: nil, persistent: false))
         case AMQP_FRAME_BODY:
             let fragment = frame.payload.body_fragment
             return .body(channel: channel, bytes: Self.bytes(fragment))

@@ -1,5 +1,5 @@
-import PushCore
 import Foundation
+import PushCore
 
 /// One notification to one device: everything APNs reads from a request's path, headers and body.
 public struct APNsNotification: Sendable, Equatable {

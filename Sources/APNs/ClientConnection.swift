@@ -149,7 +149,9 @@ final class ClientConnection: @unchecked Sendable {
         let hasWork = oldest != nil
         if hasWork, machine.mayConnect(now: now), !slot.stopping.load(ordering: .relaxed) {
             // A woken thread counts itself in; an unwoken one must win the claim (connecting 0 → 1).
-            let claimed = wokenForWork ? (shared.wakeups.connecting.add(1, ordering: .acquiringAndReleasing), true).1 : claimUnwokenConnect(now: now, oldest: oldest!)
+            let claimed =
+                wokenForWork
+                ? (shared.wakeups.connecting.add(1, ordering: .acquiringAndReleasing), true).1 : claimUnwokenConnect(now: now, oldest: oldest!)
             if claimed {
                 wokenForWork = false
                 connect()

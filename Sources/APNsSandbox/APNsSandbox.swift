@@ -29,7 +29,8 @@ public func buildAPNsSandbox(
     logger: Logger,
     onAdminRunning: @escaping @Sendable (_ port: Int) async -> Void = { _ in }
 ) throws(SandboxError) -> APNsSandbox {
-    let state = SandboxState(recordLimit: configuration.recordLimit, faultSeed: configuration.faultSeed, trackDuplicates: configuration.trackDuplicates)
+    let state = SandboxState(
+        recordLimit: configuration.recordLimit, faultSeed: configuration.faultSeed, trackDuplicates: configuration.trackDuplicates)
     let server = try SandboxServer(configuration: configuration, state: state, logger: logger)
     let router = Router()
     SandboxAdminRoutes(state: state).add(to: router)

@@ -32,7 +32,8 @@ enum AdminJSON {
         var out = "{"
         out += #""requests":\#(statistics.requests),"delivered":\#(statistics.delivered),"#
         out += #""by_status":{"# + statistics.byStatus.sorted { $0.key < $1.key }.map { #""\#($0.key)":\#($0.value)"# }.joined(separator: ",") + "},"
-        out += #""by_reason":{"# + statistics.byReason.sorted { $0.key < $1.key }.map { "\(string($0.key)):\($0.value)" }.joined(separator: ",") + "},"
+        out +=
+            #""by_reason":{"# + statistics.byReason.sorted { $0.key < $1.key }.map { "\(string($0.key)):\($0.value)" }.joined(separator: ",") + "},"
         out += #""recorded":\#(statistics.recorded),"connections":\#(statistics.connections),"#
         out += #""goaways":\#(statistics.goaways),"dropped_connections":\#(statistics.droppedConnections)"#
         if let distinct = statistics.distinctDelivered, let duplicates = statistics.duplicates {

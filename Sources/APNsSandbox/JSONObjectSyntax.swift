@@ -174,12 +174,20 @@ enum JSONObjectSyntax {
             var secondRange: ClosedRange<UInt8> = 0x80...0xBF
             switch lead {
             case 0xC2...0xDF: continuation = 1
-            case 0xE0: continuation = 2; secondRange = 0xA0...0xBF
+            case 0xE0:
+                continuation = 2
+                secondRange = 0xA0...0xBF
             case 0xE1...0xEC, 0xEE...0xEF: continuation = 2
-            case 0xED: continuation = 2; secondRange = 0x80...0x9F
-            case 0xF0: continuation = 3; secondRange = 0x90...0xBF
+            case 0xED:
+                continuation = 2
+                secondRange = 0x80...0x9F
+            case 0xF0:
+                continuation = 3
+                secondRange = 0x90...0xBF
             case 0xF1...0xF3: continuation = 3
-            case 0xF4: continuation = 3; secondRange = 0x80...0x8F
+            case 0xF4:
+                continuation = 3
+                secondRange = 0x80...0x8F
             default: return false
             }
             guard bytes.count - index > continuation, secondRange.contains(bytes[index + 1]) else { return false }

@@ -1,5 +1,6 @@
-import struct PushCore.PushType
 import APNs
+
+import struct PushCore.PushType
 
 /// One HTTP/2 request as the sandbox received it: what ``PushRequestValidator`` judges.
 public struct PushRequest: Sendable, Equatable {

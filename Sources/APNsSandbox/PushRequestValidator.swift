@@ -1,5 +1,6 @@
-import struct PushCore.PushType
 import APNs
+
+import struct PushCore.PushType
 
 /// Judges a request as APNs does, without I/O: headers + body (+ how the connection authenticated)
 /// → accepted, or APNs' status and reason.

@@ -41,7 +41,8 @@ public final class SandboxServer: Service, Sendable, CustomStringConvertible {
         do throws(TransportError) {
             switch configuration.identity {
             case .files(let certificate, let privateKey):
-                tls = try TLSContext.server(identity: .files(certificate: certificate, privateKey: privateKey), clientCAFile: configuration.clientCAFile)
+                tls = try TLSContext.server(
+                    identity: .files(certificate: certificate, privateKey: privateKey), clientCAFile: configuration.clientCAFile)
             case .generated:
                 let identity = try GeneratedTLSIdentity()
                 generated = identity

@@ -66,7 +66,8 @@ final class SandboxWorker: @unchecked Sendable {
             if let deadline = drainDeadline {
                 if connections.isEmpty { break }
                 if context.monotonicMilliseconds >= deadline {
-                    context.logger.info("closing connections still busy at the shutdown deadline", metadata: ["sandbox.connections": "\(connections.count)"])
+                    context.logger.info(
+                        "closing connections still busy at the shutdown deadline", metadata: ["sandbox.connections": "\(connections.count)"])
                     for connection in order { connection.closeNow() }
                     removeClosedConnections()
                     break

@@ -116,7 +116,7 @@ public final class TLSStream {
         while true {
             let events: Int16
             switch handshakeStep() {
-            case .done: 
+            case .done:
                 guard negotiatedHTTP2 else { throw TransportError(.connect, "\(host) did not agree to HTTP/2 (ALPN h2)") }
                 return
             case .wantRead: events = Int16(POLLIN)

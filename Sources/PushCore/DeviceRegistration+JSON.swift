@@ -61,7 +61,8 @@ extension DeviceRegistration {
     /// `[Any]`, `[String: Any]`, `NSNull`), so tests and the legacy forms can build bodies in code.
     public init(json: [String: Any]) throws(RegistrationError) {
         for key in json.keys.sorted() where !Self.fieldNames.contains(key) {
-            throw RegistrationError(.invalidField, field: key, "is not a registration field (expected one of \(Self.fieldNames.sorted().joined(separator: ", ")))")
+            throw RegistrationError(
+                .invalidField, field: key, "is not a registration field (expected one of \(Self.fieldNames.sorted().joined(separator: ", ")))")
         }
         self.init()
         user = try Self.user(json["user"])
@@ -143,7 +144,8 @@ extension DeviceRegistration {
         guard let object = try optionalObject(value, field: "device") else { return DeviceInfo() }
         let allowed: Set<String> = ["uuid", "name", "model", "os_version", "app_version"]
         for key in object.keys.sorted() where !allowed.contains(key) {
-            throw RegistrationError(.invalidField, field: "device.\(key)", "is not a device field (expected one of \(allowed.sorted().joined(separator: ", ")))")
+            throw RegistrationError(
+                .invalidField, field: "device.\(key)", "is not a device field (expected one of \(allowed.sorted().joined(separator: ", ")))")
         }
         func field(_ key: String) throws(RegistrationError) -> String? {
             let path = "device.\(key)"

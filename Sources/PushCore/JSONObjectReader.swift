@@ -171,7 +171,8 @@ enum JSONObjectReader {
                     case UInt8(ascii: "u"):
                         guard var value = readHex4() else { return nil }
                         if (0xD800...0xDBFF).contains(value) {
-                            guard consume(UInt8(ascii: "\\")), consume(UInt8(ascii: "u")), let low = readHex4(), (0xDC00...0xDFFF).contains(low) else {
+                            guard consume(UInt8(ascii: "\\")), consume(UInt8(ascii: "u")), let low = readHex4(), (0xDC00...0xDFFF).contains(low)
+                            else {
                                 return nil
                             }
                             value = 0x10000 + ((value - 0xD800) << 10) + (low - 0xDC00)

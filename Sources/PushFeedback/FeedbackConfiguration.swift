@@ -59,21 +59,23 @@ public struct FeedbackConfiguration: Sendable, Hashable {
     public var staleAge: Int64 { Int64(staleDays) * 86_400_000 }
 
     /// Every key, in reading order: the key set, the reader, `--help` and the README's table come from it.
-    public static let table = ConfigurationTable<FeedbackConfiguration>("push-feedback", [
-        .int("PUSH_FEEDBACK_BATCH_SIZE", \.batchSize, in: 1...5000, "feedback events per pipelined batch (1–5000)"),
-        .int("PUSH_FEEDBACK_BATCHES_IN_FLIGHT", \.batchesInFlight, in: 1...64, "batches processed at once; prefetch = size × batches (1–64)"),
-        ConfigurationKey(
-            "PUSH_FEEDBACK_REMOVAL_NOTE_S", "seconds a removal is remembered for redelivered events (0–604800; 0 = off)",
-            default: { "\($0.removalNoteLifetime.components.seconds)" }
-        ) { reader, settings, defaults throws(ConfigurationError) in
-            let (noteSeconds, _) = defaults.removalNoteLifetime.components
-            settings.removalNoteLifetime = .seconds(try reader.int("PUSH_FEEDBACK_REMOVAL_NOTE_S", default: Int(noteSeconds), in: 0...604_800))
-        },
-        .int("PUSH_FEEDBACK_STALE_DAYS", \.staleDays, in: 0...3650, "remove tokens not registered again for this many days (0 = no sweep)"),
-        .seconds("PUSH_FEEDBACK_SWEEP_INTERVAL_S", \.sweepInterval, "seconds from the end of one sweep of an app to the next"),
-        .int("PUSH_FEEDBACK_SWEEP_RATE", \.sweepRate, in: 1...1_000_000, "tokens the sweep examines per second at most, over all apps"),
-        .int("PUSH_FEEDBACK_SWEEP_BATCH", \.sweepBatchSize, in: 1...10_000, "SSCAN COUNT of one sweep step (1–10000)"),
-    ])
+    public static let table = ConfigurationTable<FeedbackConfiguration>(
+        "push-feedback",
+        [
+            .int("PUSH_FEEDBACK_BATCH_SIZE", \.batchSize, in: 1...5000, "feedback events per pipelined batch (1–5000)"),
+            .int("PUSH_FEEDBACK_BATCHES_IN_FLIGHT", \.batchesInFlight, in: 1...64, "batches processed at once; prefetch = size × batches (1–64)"),
+            ConfigurationKey(
+                "PUSH_FEEDBACK_REMOVAL_NOTE_S", "seconds a removal is remembered for redelivered events (0–604800; 0 = off)",
+                default: { "\($0.removalNoteLifetime.components.seconds)" }
+            ) { reader, settings, defaults throws(ConfigurationError) in
+                let (noteSeconds, _) = defaults.removalNoteLifetime.components
+                settings.removalNoteLifetime = .seconds(try reader.int("PUSH_FEEDBACK_REMOVAL_NOTE_S", default: Int(noteSeconds), in: 0...604_800))
+            },
+            .int("PUSH_FEEDBACK_STALE_DAYS", \.staleDays, in: 0...3650, "remove tokens not registered again for this many days (0 = no sweep)"),
+            .seconds("PUSH_FEEDBACK_SWEEP_INTERVAL_S", \.sweepInterval, "seconds from the end of one sweep of an app to the next"),
+            .int("PUSH_FEEDBACK_SWEEP_RATE", \.sweepRate, in: 1...1_000_000, "tokens the sweep examines per second at most, over all apps"),
+            .int("PUSH_FEEDBACK_SWEEP_BATCH", \.sweepBatchSize, in: 1...10_000, "SSCAN COUNT of one sweep step (1–10000)"),
+        ])
 
     /// Every key this type reads.
     public static var keys: Set<String> { table.names }

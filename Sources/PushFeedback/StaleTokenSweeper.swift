@@ -142,7 +142,9 @@ public struct StaleTokenSweeper: Service {
                 let tally = try await remover.apply(reports, now: stepNow, reannounce: reannounce)
                 reannounce = false
                 if page.foreign > 0 {
-                    logger.warning("the token set holds members that are not tokens; left alone", metadata: ["push.app": "\(app)", "push.count": "\(page.foreign)"])
+                    logger.warning(
+                        "the token set holds members that are not tokens; left alone",
+                        metadata: ["push.app": "\(app)", "push.count": "\(page.foreign)"])
                 }
                 for refusal in tally.refusals {
                     logger.error("registry refused a stale-token removal", metadata: ["push.app": "\(app)", "push.error": "\(refusal)"])
@@ -160,7 +162,8 @@ public struct StaleTokenSweeper: Service {
                 if page.next == "0" {
                     try await release(keys)
                     metrics.sweepPassCompleted(app: app, atSeconds: Double(now()) / 1000)
-                    logger.info("stale sweep pass completed", metadata: ["push.app": "\(app)", "push.scanned": "\(scanned)", "push.removed": "\(removed)"])
+                    logger.info(
+                        "stale sweep pass completed", metadata: ["push.app": "\(app)", "push.scanned": "\(scanned)", "push.removed": "\(removed)"])
                     return now() + interval
                 }
                 cursor = page.next

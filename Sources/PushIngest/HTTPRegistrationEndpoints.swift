@@ -28,7 +28,9 @@ struct HTTPRegistrationEndpoints: Sendable {
     /// Redis Cluster slot).
     private let appLimitKeys: [String: String]
 
-    init(apps: AppsFile, registry: TokenRegistry, rateLimiter: RateLimiter, configuration: IngestConfiguration, metrics: IngestMetrics, logger: Logger) {
+    init(
+        apps: AppsFile, registry: TokenRegistry, rateLimiter: RateLimiter, configuration: IngestConfiguration, metrics: IngestMetrics, logger: Logger
+    ) {
         self.apps = apps
         self.registry = registry
         self.rateLimiter = rateLimiter
@@ -278,7 +280,9 @@ struct HTTPRegistrationEndpoints: Sendable {
     }
 
     /// Stores `registration` as `token`'s record for `app`, answering 503 when Redis is unavailable.
-    func upsert(app: AppConfiguration, token: DeviceToken, registration: DeviceRegistration) async throws(IngestError) -> (created: Bool, record: DeviceRecord) {
+    func upsert(
+        app: AppConfiguration, token: DeviceToken, registration: DeviceRegistration
+    ) async throws(IngestError) -> (created: Bool, record: DeviceRecord) {
         do {
             return try await registry.upsert(
                 app: app.bundleID,

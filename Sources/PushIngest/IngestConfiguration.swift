@@ -70,14 +70,17 @@ public struct IngestConfiguration: Sendable, Hashable {
     }
 
     /// Every key, in reading order: the key set, the reader, `--help` and the README's table come from it.
-    public static let table = ConfigurationTable<IngestConfiguration>("push-ingest", [
-        .int("PUSH_INGEST_RATE_PER_CLIENT", \.ratePerClient, in: 0...10_000_000, "requests/s from one client address (0 = no limit)"),
-        .int("PUSH_INGEST_RATE_PER_APP", \.ratePerApp, in: 0...10_000_000, "requests/s for one app, API and legacy forms together (0 = no limit)"),
-        .int("PUSH_INGEST_MAX_BODY_BYTES", \.maxBodySize, in: 256...1_048_576, "largest request body, larger gets 413 (256–1048576)"),
-        .seconds("PUSH_INGEST_REQUEST_TIMEOUT_S", \.requestTimeout, "seconds one request may take, body upload included"),
-        .seconds("PUSH_INGEST_IDLE_TIMEOUT_S", \.idleTimeout, "seconds an idle keep-alive connection stays open"),
-        .int("PUSH_INGEST_MAX_CONNECTIONS", \.maxConnections, in: 1...1_000_000, "connections served at once; more wait in the backlog"),
-    ])
+    public static let table = ConfigurationTable<IngestConfiguration>(
+        "push-ingest",
+        [
+            .int("PUSH_INGEST_RATE_PER_CLIENT", \.ratePerClient, in: 0...10_000_000, "requests/s from one client address (0 = no limit)"),
+            .int(
+                "PUSH_INGEST_RATE_PER_APP", \.ratePerApp, in: 0...10_000_000, "requests/s for one app, API and legacy forms together (0 = no limit)"),
+            .int("PUSH_INGEST_MAX_BODY_BYTES", \.maxBodySize, in: 256...1_048_576, "largest request body, larger gets 413 (256–1048576)"),
+            .seconds("PUSH_INGEST_REQUEST_TIMEOUT_S", \.requestTimeout, "seconds one request may take, body upload included"),
+            .seconds("PUSH_INGEST_IDLE_TIMEOUT_S", \.idleTimeout, "seconds an idle keep-alive connection stays open"),
+            .int("PUSH_INGEST_MAX_CONNECTIONS", \.maxConnections, in: 1...1_000_000, "connections served at once; more wait in the backlog"),
+        ])
 
     /// Every key this type reads.
     public static var keys: Set<String> { table.names }

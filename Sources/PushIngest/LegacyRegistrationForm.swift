@@ -93,9 +93,11 @@ struct LegacyRegistrationForm: Sendable, Equatable {
             throw IngestError(.invalidRequest(.missingField), field: "timestamp", "is required (ms since 1970)")
         }
         guard rawTimestamp.utf8.count <= 16, rawTimestamp.utf8.allSatisfy({ (0x30...0x39).contains($0) }), let timestamp = Int64(rawTimestamp) else {
-            throw IngestError(.invalidRequest(.invalidField), field: "timestamp", "must be a whole number of ms since 1970, got \(Self.quoted(rawTimestamp))")
+            throw IngestError(
+                .invalidRequest(.invalidField), field: "timestamp", "must be a whole number of ms since 1970, got \(Self.quoted(rawTimestamp))")
         }
-        let windowMilliseconds = ingest.timestampWindow.components.seconds * 1000 + ingest.timestampWindow.components.attoseconds / 1_000_000_000_000_000
+        let windowMilliseconds =
+            ingest.timestampWindow.components.seconds * 1000 + ingest.timestampWindow.components.attoseconds / 1_000_000_000_000_000
         let skew = timestamp - nowMilliseconds
         if abs(skew) > windowMilliseconds {
             let hint = timestamp < 100_000_000_000 ? " (it looks like seconds; send milliseconds)" : ""
@@ -116,7 +118,8 @@ struct LegacyRegistrationForm: Sendable, Equatable {
             matched = ConstantTime.equals(expected, presented) || matched
         }
         if !matched {
-            throw IngestError(.badCredential, field: "credential", "does not match (\(ingest.credential.rawValue) of device_token + device_uuid + timestamp)")
+            throw IngestError(
+                .badCredential, field: "credential", "does not match (\(ingest.credential.rawValue) of device_token + device_uuid + timestamp)")
         }
     }
 

@@ -2,8 +2,8 @@ public import AMQP
 import Foundation
 public import Logging
 public import PushCore
-public import ServiceLifecycle
 import PushServiceKit
+public import ServiceLifecycle
 public import TokenRegistry
 
 /// Consumes `push.registrations` (CONTRACT.md, "RabbitMQ topology") into the token registry.
@@ -51,7 +51,8 @@ public struct RegistrationQueueConsumer: Service {
         self.apps = apps
         self.queues = queues
         self.prefetch = Swift.max(1, prefetch)
-        self.settler = DeliverySettler(queue: queues.registrations, queues: queues, subject: "registration message", gaveUp: "token registry unavailable")
+        self.settler = DeliverySettler(
+            queue: queues.registrations, queues: queues, subject: "registration message", gaveUp: "token registry unavailable")
         self.logger = logger.consuming(queues.registrations)
         self.now = now
     }
@@ -104,7 +105,7 @@ public struct RegistrationQueueConsumer: Service {
                 logger.debug("unregistered", metadata: ["push.existed": "\(existed)"])
             }
             return .ack
-        } catch where error.isRetryable {
+        } catch  where error.isRetryable {
             return .retry(reason: error.message)
         } catch {
             logger.error("registry refused a registration", metadata: ["push.error": "\(error.message)"])

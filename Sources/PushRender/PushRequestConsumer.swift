@@ -2,8 +2,8 @@ public import AMQP
 import Foundation
 public import Logging
 import Metrics
-import PushServiceKit
 public import PushCore
+import PushServiceKit
 public import Redis
 public import ServiceLifecycle
 import Synchronization
@@ -89,7 +89,10 @@ public struct PushRequestConsumer: Service {
         let consumer = amqp.consume(queue: queues.requests.name, prefetch: UInt16(limit))
         logger.info(
             "consuming push requests",
-            metadata: ["push.concurrency": "\(limit)", "push.batch_size": "\(configuration.batchSize)", "push.catalogs": "\(catalogs.catalogs.keys.sorted())"])
+            metadata: [
+                "push.concurrency": "\(limit)", "push.batch_size": "\(configuration.batchSize)",
+                "push.catalogs": "\(catalogs.catalogs.keys.sorted())",
+            ])
         let stopping = self.stopping
         let loop = BoundedConsumer(name: "push request consumer", bounds: .init(workers: limit), logger: logger)
         try await loop.run(consumer, onShutdown: { stopping.stop() }) { delivery in await self.process(delivery) }
@@ -138,7 +141,8 @@ public struct PushRequestConsumer: Service {
         let claim: RenderProgressStore.Claim
         let scanEpoch: String
         do {
-            claim = try await dependencies.store.claim(app: request.app.bundleID, requestID: request.id, owner: owner, instancePrefix: "\(instanceID)/")
+            claim = try await dependencies.store.claim(
+                app: request.app.bundleID, requestID: request.id, owner: owner, instancePrefix: "\(instanceID)/")
             scanEpoch = try await dependencies.store.scanEpoch()
         } catch {
             return .retry(reason: "Redis unavailable: \(error.message)")
@@ -162,11 +166,14 @@ public struct PushRequestConsumer: Service {
         do {
             // Stop between rounds at shutdown, or when the broker connection dropped (the broker
             // delivers the request again, and that copy resumes where this one stopped).
-            switch try await fanOut.run(from: progress, scanEpoch: scanEpoch, owner: owner, shouldStop: { stopping.isStopped || !delivery.isSettleable }) {
+            switch try await fanOut.run(
+                from: progress, scanEpoch: scanEpoch, owner: owner, shouldStop: { stopping.isStopped || !delivery.isSettleable })
+            {
             case .finished(let totals):
                 let fallbackKeys = fanOut.deviceFallbackKeys
                 if !fallbackKeys.isEmpty {
-                    logger.notice("no catalog had some localisation keys; they were left to the device", metadata: ["push.loc_keys": "\(fallbackKeys)"])
+                    logger.notice(
+                        "no catalog had some localisation keys; they were left to the device", metadata: ["push.loc_keys": "\(fallbackKeys)"])
                 }
                 metrics.request("rendered")
                 metrics.requestDuration.record(duration: ContinuousClock.now - started)

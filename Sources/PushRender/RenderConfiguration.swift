@@ -41,17 +41,21 @@ public struct RenderConfiguration: Sendable, Hashable {
     }
 
     /// Every key, in reading order: the key set, the reader, `--help` and the README's table come from it.
-    public static let table = ConfigurationTable<RenderConfiguration>("push-render", [
-        .int("PUSH_RENDER_BATCH_SIZE", \.batchSize, in: 1...5000, "tokens per send batch (1–5000)"),
-        .int("PUSH_RENDER_CONCURRENCY", \.concurrency, in: 1...64, "push requests rendered at once, also the consumer's prefetch (1–64)"),
-        .int("PUSH_RENDER_ROUND_TOKENS", \.roundTokens, in: 100...1_000_000, "tokens per fan-out round, the unit of crash recovery (100–1000000)"),
-        .text(
-            "PUSH_RENDER_DEFAULT_LOCALE", \.defaultLocale, expected: "a locale such as en or en-US", "last locale of every fallback chain"
-        ) { text in
-            !text.isEmpty && text.count <= 35 && text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) ? text : nil
-        },
-        .seconds("PUSH_RENDER_PROGRESS_TTL_S", \.progressTTL, "seconds a request id is remembered for idempotency and a fan-out can resume"),
-    ])
+    public static let table = ConfigurationTable<RenderConfiguration>(
+        "push-render",
+        [
+            .int("PUSH_RENDER_BATCH_SIZE", \.batchSize, in: 1...5000, "tokens per send batch (1–5000)"),
+            .int("PUSH_RENDER_CONCURRENCY", \.concurrency, in: 1...64, "push requests rendered at once, also the consumer's prefetch (1–64)"),
+            .int(
+                "PUSH_RENDER_ROUND_TOKENS", \.roundTokens, in: 100...1_000_000, "tokens per fan-out round, the unit of crash recovery (100–1000000)"),
+            .text(
+                "PUSH_RENDER_DEFAULT_LOCALE", \.defaultLocale, expected: "a locale such as en or en-US", "last locale of every fallback chain"
+            ) { text in
+                !text.isEmpty && text.count <= 35 && text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") })
+                    ? text : nil
+            },
+            .seconds("PUSH_RENDER_PROGRESS_TTL_S", \.progressTTL, "seconds a request id is remembered for idempotency and a fan-out can resume"),
+        ])
 
     /// Every key this type reads.
     public static var keys: Set<String> { table.names }

@@ -116,7 +116,9 @@ public struct RenderProgressStore: Sendable {
         }
         let reply = try await redis.evalScript(
             Self.saveScript,
-            keys: [progressKey(app: app, requestID: requestID), leaseKey(app: app, requestID: requestID), renderedKey(app: app, requestID: requestID)],
+            keys: [
+                progressKey(app: app, requestID: requestID), leaseKey(app: app, requestID: requestID), renderedKey(app: app, requestID: requestID),
+            ],
             args: args
         )
         return reply.integer == 1

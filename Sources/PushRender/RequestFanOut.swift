@@ -107,7 +107,9 @@ final class RequestFanOut {
     /// `scanEpoch` is the Redis server's current ``RenderProgressStore/scanEpoch()``: a saved cursor of
     /// another server (Redis restarted since) is void, so its part is scanned again from the start;
     /// that may send the part's earlier tokens twice, but skips none.
-    func run(from progress: RenderProgress, scanEpoch: String, owner: String, shouldStop: @Sendable () -> Bool) async throws(FanOutError) -> FanOutOutcome {
+    func run(
+        from progress: RenderProgress, scanEpoch: String, owner: String, shouldStop: @Sendable () -> Bool
+    ) async throws(FanOutError) -> FanOutOutcome {
         var totals = progress
         var position = progress.position ?? .start
         if progress.position != nil, progress.scanEpoch != scanEpoch, position.cursor != "0" {
@@ -230,9 +232,13 @@ final class RequestFanOut {
                 if page.unreadable > 0 { round.skipped[SkipReason.unreadableRecord.rawValue, default: 0] += page.unreadable }
                 guard !page.tokens.isEmpty else { continue }
                 let tokens = page.tokens
-                pages.append((tokens, Task { () -> Result<[LookedUpDevice], RedisError> in
-                    do throws(RedisError) { return .success(try await lookup.devices(tokens)) } catch { return .failure(error) }
-                }))
+                pages.append(
+                    (
+                        tokens,
+                        Task { () -> Result<[LookedUpDevice], RedisError> in
+                            do throws(RedisError) { return .success(try await lookup.devices(tokens)) } catch { return .failure(error) }
+                        }
+                    ))
             }
         } catch {
             for page in pages { _ = await page.devices.value }

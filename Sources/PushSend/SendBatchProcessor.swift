@@ -122,7 +122,8 @@ public struct SendBatchProcessor: Sendable {
         let batch = decoded.batch
 
         // A header anyone could have set: clamped, so no value can overflow the arithmetic after it.
-        let deferrals = Int(Swift.min(Swift.max(delivery.properties.headers[SendBatchPlan.deferralsHeader]?.intValue ?? 0, 0), Int64(RetryPolicy.maximumCount)))
+        let deferrals = Int(
+            Swift.min(Swift.max(delivery.properties.headers[SendBatchPlan.deferralsHeader]?.intValue ?? 0, 0), Int64(RetryPolicy.maximumCount)))
         var report = SendBatchReport(batch: batch, deferrals: deferrals)
         let started = now()
         var settlement = "acked"
@@ -180,7 +181,8 @@ public struct SendBatchProcessor: Sendable {
 
     /// Records an outcome for every token of the batch that reaches this point.
     private func send(
-        _ decoded: DecodedSendBatch, delivery: AMQPDelivery, app: AppConfiguration, markKey: String, into report: inout SendBatchReport, logger: Logger
+        _ decoded: DecodedSendBatch, delivery: AMQPDelivery, app: AppConfiguration, markKey: String, into report: inout SendBatchReport,
+        logger: Logger
     ) async {
         let batch = decoded.batch
         let atMostOnce = app.delivery.guarantee == .atMostOnce

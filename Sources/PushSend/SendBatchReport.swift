@@ -98,11 +98,14 @@ public struct SendBatchReport: Sendable {
             }
         }
         plan.republished = republish.keys.sorted().map { key in
-            SendBatchPlan.Republished(tier: key.tier, deferrals: key.deferrals, reason: key.reason, batch: batch.narrowed(to: republish[key]!, attempt: key.attempt, deferrals: key.deferrals))
+            SendBatchPlan.Republished(
+                tier: key.tier, deferrals: key.deferrals, reason: key.reason,
+                batch: batch.narrowed(to: republish[key]!, attempt: key.attempt, deferrals: key.deferrals))
         }
         plan.deadLetters = dead.keys.sorted().map { reason in
             let entry = dead[reason]!
-            return SendBatchPlan.DeadLetter(reason: reason, detail: entry.detail, batch: batch.narrowed(to: entry.tokens, attempt: batch.attempt, deferrals: nil))
+            return SendBatchPlan.DeadLetter(
+                reason: reason, detail: entry.detail, batch: batch.narrowed(to: entry.tokens, attempt: batch.attempt, deferrals: nil))
         }
         return plan
     }
@@ -166,10 +169,12 @@ public struct SendBatchPlan: Sendable {
     public var events: [PushEvent] {
         var events: [PushEvent] = []
         if delivered + alreadyDelivered > 0 {
-            events.append(.delivered(app: batch.app, requestID: batch.requestID, batchID: batch.batchID, count: delivered + alreadyDelivered, at: now))
+            events.append(
+                .delivered(app: batch.app, requestID: batch.requestID, batchID: batch.batchID, count: delivered + alreadyDelivered, at: now))
         }
         for reason in failures.keys.sorted() {
-            events.append(.failed(app: batch.app, requestID: batch.requestID, batchID: batch.batchID, reason: reason, tokens: failures[reason]!, at: now))
+            events.append(
+                .failed(app: batch.app, requestID: batch.requestID, batchID: batch.batchID, reason: reason, tokens: failures[reason]!, at: now))
         }
         return events
     }
@@ -185,18 +190,22 @@ public struct SendBatchPlan: Sendable {
             ])
             // Retry tiers are reached through the default exchange, by queue name.
             messages.append(
-                AMQPOutboundMessage(exchange: "", routingKey: queues.send.retryQueue(tier: retry.tier), body: SendJSON.encode(retry.batch), properties: properties)
+                AMQPOutboundMessage(
+                    exchange: "", routingKey: queues.send.retryQueue(tier: retry.tier), body: SendJSON.encode(retry.batch), properties: properties)
             )
         }
         for dead in deadLetters {
             let properties = AMQPProperties(headers: [PushQueues.errorHeader: .string("\(dead.reason): \(dead.detail)")])
-            messages.append(AMQPOutboundMessage(exchange: queues.exchange, routingKey: queues.deadRoutingKey, body: SendJSON.encode(dead.batch), properties: properties))
+            messages.append(
+                AMQPOutboundMessage(
+                    exchange: queues.exchange, routingKey: queues.deadRoutingKey, body: SendJSON.encode(dead.batch), properties: properties))
         }
         for event in feedback {
             messages.append(AMQPOutboundMessage(exchange: queues.exchange, routingKey: queues.feedback.routingKey, body: SendJSON.encode(event)))
         }
         for event in events {
-            messages.append(AMQPOutboundMessage(exchange: queues.eventsExchange, routingKey: event.routingKey, body: SendJSON.encode(event), mandatory: false))
+            messages.append(
+                AMQPOutboundMessage(exchange: queues.eventsExchange, routingKey: event.routingKey, body: SendJSON.encode(event), mandatory: false))
         }
         return messages
     }

@@ -61,38 +61,45 @@ public struct SendConfiguration: Sendable, Hashable {
     }
 
     /// Every key, in reading order: the key set, the reader, `--help` and the README's table come from it.
-    public static let table = ConfigurationTable<SendConfiguration>("push-send", [
-        .int("PUSH_SEND_PREFETCH", \.prefetch, in: 1...1000, "send batches in flight at once (1–1000)"),
-        .int("PUSH_SEND_MAX_IN_FLIGHT", \.maxInFlight, in: 1...100_000, "ceiling of the in-flight window (sent, not yet settled) (1–100000)"),
-        ConfigurationKey(
-            "PUSH_SEND_MIN_IN_FLIGHT", "floor of the window, sized from rate x round trip; a kill -9 repeats at most its size (1–ceiling)",
-            default: { "\($0.minInFlight)" }
-        ) { reader, settings, defaults throws(ConfigurationError) in
-            settings.minInFlight = try reader.int(
-                "PUSH_SEND_MIN_IN_FLIGHT", default: min(defaults.minInFlight, settings.maxInFlight), in: 1...settings.maxInFlight)
-        },
-        .int("PUSH_SEND_MAX_ATTEMPTS", \.maxAttempts, in: 1...100, "tries of a notification that meets 429/500/503/connection loss (1–100)"),
-        .int("PUSH_SEND_MAX_DEFERRALS", \.maxDeferrals, in: 1...10_000, "rate-limit or paused-app deferrals before dead-lettering (1–10000)"),
-        ConfigurationKey(
-            "PUSH_SEND_CONNECTIONS", "HTTP/2 connections per app and environment, at most; opened as streams fill (1–64)",
-            default: { _ in "ceiling/1000" }
-        ) { reader, settings, defaults throws(ConfigurationError) in
-            let byDefault = defaults.maxInFlight == settings.maxInFlight ? defaults.connections : Self.connections(forCeiling: settings.maxInFlight)
-            settings.connections = try reader.int("PUSH_SEND_CONNECTIONS", default: byDefault, in: 1...64)
-        },
-        .seconds("PUSH_SEND_REQUEST_TIMEOUT_S", \.requestTimeout, "seconds a notification may wait for APNs"),
-        .seconds("PUSH_SEND_DRAIN_TIMEOUT_S", \.drainTimeout, "seconds SIGTERM lets in-flight batches finish"),
-        .seconds("PUSH_SEND_DEDUPE_TTL_S", \.dedupeTTL, "seconds an accepted notification is remembered"),
-        .seconds("PUSH_SEND_CREDENTIAL_PAUSE_S", \.credentialPause, "seconds an app pauses after APNs refused its credentials"),
-        .bool("PUSH_SEND_RATE_LIMITS", \.rateLimitsEnabled, "apply the apps file's rate_limits"),
-        .text(
-            "PUSH_SEND_QUEUE_PREFIX", \.queuePrefix, expected: "a RabbitMQ name prefix (letters, digits, '.', '-', '_')",
-            "RabbitMQ name prefix (tests and benchmarks use their own)"
-        ) { text in
-            let allowed = !text.isEmpty && text.unicodeScalars.allSatisfy { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || ".-_".unicodeScalars.contains($0)) }
-            return allowed ? text : nil
-        },
-    ])
+    public static let table = ConfigurationTable<SendConfiguration>(
+        "push-send",
+        [
+            .int("PUSH_SEND_PREFETCH", \.prefetch, in: 1...1000, "send batches in flight at once (1–1000)"),
+            .int("PUSH_SEND_MAX_IN_FLIGHT", \.maxInFlight, in: 1...100_000, "ceiling of the in-flight window (sent, not yet settled) (1–100000)"),
+            ConfigurationKey(
+                "PUSH_SEND_MIN_IN_FLIGHT", "floor of the window, sized from rate x round trip; a kill -9 repeats at most its size (1–ceiling)",
+                default: { "\($0.minInFlight)" }
+            ) { reader, settings, defaults throws(ConfigurationError) in
+                settings.minInFlight = try reader.int(
+                    "PUSH_SEND_MIN_IN_FLIGHT", default: min(defaults.minInFlight, settings.maxInFlight), in: 1...settings.maxInFlight)
+            },
+            .int("PUSH_SEND_MAX_ATTEMPTS", \.maxAttempts, in: 1...100, "tries of a notification that meets 429/500/503/connection loss (1–100)"),
+            .int("PUSH_SEND_MAX_DEFERRALS", \.maxDeferrals, in: 1...10_000, "rate-limit or paused-app deferrals before dead-lettering (1–10000)"),
+            ConfigurationKey(
+                "PUSH_SEND_CONNECTIONS", "HTTP/2 connections per app and environment, at most; opened as streams fill (1–64)",
+                default: { _ in "ceiling/1000" }
+            ) { reader, settings, defaults throws(ConfigurationError) in
+                let byDefault =
+                    defaults.maxInFlight == settings.maxInFlight ? defaults.connections : Self.connections(forCeiling: settings.maxInFlight)
+                settings.connections = try reader.int("PUSH_SEND_CONNECTIONS", default: byDefault, in: 1...64)
+            },
+            .seconds("PUSH_SEND_REQUEST_TIMEOUT_S", \.requestTimeout, "seconds a notification may wait for APNs"),
+            .seconds("PUSH_SEND_DRAIN_TIMEOUT_S", \.drainTimeout, "seconds SIGTERM lets in-flight batches finish"),
+            .seconds("PUSH_SEND_DEDUPE_TTL_S", \.dedupeTTL, "seconds an accepted notification is remembered"),
+            .seconds("PUSH_SEND_CREDENTIAL_PAUSE_S", \.credentialPause, "seconds an app pauses after APNs refused its credentials"),
+            .bool("PUSH_SEND_RATE_LIMITS", \.rateLimitsEnabled, "apply the apps file's rate_limits"),
+            .text(
+                "PUSH_SEND_QUEUE_PREFIX", \.queuePrefix, expected: "a RabbitMQ name prefix (letters, digits, '.', '-', '_')",
+                "RabbitMQ name prefix (tests and benchmarks use their own)"
+            ) { text in
+                let allowed =
+                    !text.isEmpty
+                    && text.unicodeScalars.allSatisfy {
+                        $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || ".-_".unicodeScalars.contains($0))
+                    }
+                return allowed ? text : nil
+            },
+        ])
 
     /// Every key this type reads.
     public static var keys: Set<String> { table.names }

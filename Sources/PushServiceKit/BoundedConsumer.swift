@@ -52,7 +52,13 @@ public struct BoundedConsumer: Sendable {
         onShutdown: @escaping @Sendable () -> Void = {},
         process: @escaping @Sendable (AMQPDelivery) async -> Void
     ) async throws {
-        try await run(consumer, ordered: false, stopTaking: { onShutdown(); consumer.cancel() }) { deliveries, _ in
+        try await run(
+            consumer, ordered: false,
+            stopTaking: {
+                onShutdown()
+                consumer.cancel()
+            }
+        ) { deliveries, _ in
             for delivery in deliveries { await process(delivery) }
         }
     }
@@ -67,7 +73,12 @@ public struct BoundedConsumer: Sendable {
         onShutdown: @escaping @Sendable () -> Void = {},
         processBatch: @escaping @Sendable ([AMQPDelivery], SettlementTurn) async -> Void
     ) async throws {
-        try await run(consumer, ordered: true, stopTaking: { onShutdown(); consumer.cancel() }, work: processBatch)
+        try await run(
+            consumer, ordered: true,
+            stopTaking: {
+                onShutdown()
+                consumer.cancel()
+            }, work: processBatch)
     }
 
     private enum Finished: Sendable {
@@ -126,7 +137,9 @@ public struct BoundedConsumer: Sendable {
                     case .work:
                         inFlight -= 1
                     case .drainDeadline:
-                        logger.warning("drain deadline passed: cancelling the work in flight, which returns it to the queue", metadata: ["push.in_flight": "\(inFlight)"])
+                        logger.warning(
+                            "drain deadline passed: cancelling the work in flight, which returns it to the queue",
+                            metadata: ["push.in_flight": "\(inFlight)"])
                         group.cancelAll()
                     case .reader:
                         break

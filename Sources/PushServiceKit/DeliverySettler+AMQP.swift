@@ -87,7 +87,9 @@ extension DeliverySettler {
             }
         }
         if let first = retried.first {
-            var metadata: Logger.Metadata = ["push.error": "\(first.reason)", "push.retry_queue": "\(first.queue)", "push.retries": "\(first.retries)"]
+            var metadata: Logger.Metadata = [
+                "push.error": "\(first.reason)", "push.retry_queue": "\(first.queue)", "push.retries": "\(first.retries)",
+            ]
             if retried.count > 1 { metadata["push.retried"] = "\(retried.count)" }
             logger.warning("\(subject) scheduled for retry", metadata: metadata)
         }

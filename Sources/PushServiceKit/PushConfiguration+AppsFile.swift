@@ -39,7 +39,8 @@ extension AppsFile {
                 for (field, credentialPath) in credentialFiles(of: app.apns) where !FileManager.default.isReadableFile(atPath: credentialPath) {
                     throw .appsFileUnreadable(
                         key: configurationKey,
-                        message: "\(path): apps[\(JSONText.quoted(bundleID))].apns.\(field): \(JSONText.quoted(credentialPath)) does not exist or cannot be read"
+                        message:
+                            "\(path): apps[\(JSONText.quoted(bundleID))].apns.\(field): \(JSONText.quoted(credentialPath)) does not exist or cannot be read"
                     )
                 }
             }

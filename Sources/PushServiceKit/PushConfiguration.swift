@@ -158,7 +158,8 @@ extension PushConfiguration {
                     let pathIsEmpty = url.path.isEmpty || url.path == "/"
                     if !pathIsEmpty || url.query != nil || url.fragment != nil || url.user != nil {
                         throw reader.invalidValue(
-                            "PUSH_APNS_ENDPOINT", text, "is not an https URL with a host and optional port only (e.g. https://127.0.0.1:2197, no path)"
+                            "PUSH_APNS_ENDPOINT", text,
+                            "is not an https URL with a host and optional port only (e.g. https://127.0.0.1:2197, no path)"
                         )
                     }
                     if let port = url.port, !(1...65535).contains(port) {

@@ -1,6 +1,6 @@
 import Foundation
-import IOSupport
 import Glibc
+import IOSupport
 import Logging
 import Synchronization
 

@@ -28,10 +28,11 @@ extension TokenRegistry {
         noteLifetime: Duration?
     ) async throws(RegistryError) -> [Result<InvalidTokenOutcome, RegistryError>] {
         guard !reports.isEmpty else { return [] }
-        let lifetime = noteLifetime.map { duration -> Int64 in
-            let (seconds, attoseconds) = duration.components
-            return Swift.max(0, seconds * 1000 + attoseconds / 1_000_000_000_000_000)
-        } ?? 0
+        let lifetime =
+            noteLifetime.map { duration -> Int64 in
+                let (seconds, attoseconds) = duration.components
+                return Swift.max(0, seconds * 1000 + attoseconds / 1_000_000_000_000_000)
+            } ?? 0
         let script = Self.removeIfNotRegisteredScript
         let commands = reports.map { report -> RedisCommand in
             let keys = keys(app: report.app)
@@ -78,7 +79,9 @@ extension TokenRegistry {
             return .success(.notFound(earlierRemoval: EarlierRemoval(note: note)))
         case 1:
             guard elements.count == 2, let updatedAt = elements[1].integer else {
-                return .failure(RegistryError.corrupt(key: recordKey, field: "updated_at", "must be ms since 1970, got \(elements.dropFirst().first.map { "\($0)" } ?? "nothing")"))
+                return .failure(
+                    RegistryError.corrupt(
+                        key: recordKey, field: "updated_at", "must be ms since 1970, got \(elements.dropFirst().first.map { "\($0)" } ?? "nothing")"))
             }
             return .success(.keptRegisteredAfter(updatedAt))
         case 2:
@@ -174,7 +177,8 @@ extension TokenRegistry {
     ///
     /// - Returns: the page's tokens, members that are not normalised tokens (left alone, for the caller
     ///   to report), and the cursor to continue from (`"0"`: the pass is complete).
-    public func tokenPage(app: String, cursor: String, count: Int) async throws(RegistryError) -> (tokens: [DeviceToken], foreign: Int, next: String) {
+    public func tokenPage(app: String, cursor: String, count: Int) async throws(RegistryError) -> (tokens: [DeviceToken], foreign: Int, next: String)
+    {
         let key = keys(app: app).tokens
         let reply: RedisReply
         do {

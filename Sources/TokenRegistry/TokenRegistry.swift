@@ -87,7 +87,8 @@ public struct TokenRegistry: Sendable {
         let keys = keys(app: app)
         let recordKey = keys.record(token)
         let operation = "delete of \(keys.base)token:\(token.redacted)"
-        let reply = try await run(Self.deleteScript, keys: [recordKey, keys.tokens], args: [keys.base, token.hex], operation: operation, key: recordKey)
+        let reply = try await run(
+            Self.deleteScript, keys: [recordKey, keys.tokens], args: [keys.base, token.hex], operation: operation, key: recordKey)
         guard let removed = reply.integer else { throw RegistryError.unexpectedReply(reply, during: operation) }
         return removed > 0
     }
@@ -164,7 +165,8 @@ public struct TokenRegistry: Sendable {
 
     // MARK: Helpers
 
-    private func run(_ script: RedisScript, keys: [String], args: [String], operation: String, key: String) async throws(RegistryError) -> RedisReply {
+    private func run(_ script: RedisScript, keys: [String], args: [String], operation: String, key: String) async throws(RegistryError) -> RedisReply
+    {
         do {
             return try await redis.evalScript(script, keys: keys, args: args)
         } catch {

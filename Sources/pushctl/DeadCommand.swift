@@ -73,7 +73,8 @@ extension PushctlCommand {
 
         struct Replay: AsyncParsableCommand {
             static let configuration = CommandConfiguration(
-                abstract: "Send dead letters back to a work queue (the one they died in, or --to), each removed only after the broker confirmed the copy.",
+                abstract:
+                    "Send dead letters back to a work queue (the one they died in, or --to), each removed only after the broker confirmed the copy.",
                 discussion: "Letters a service dead-lettered itself name no source queue; replay those with --to, e.g. --to push.requests."
             )
 

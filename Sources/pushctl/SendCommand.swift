@@ -1,8 +1,8 @@
-import PushCore
 import APNs
 import ArgumentParser
 import Foundation
 import Logging
+import PushCore
 
 extension PushctlCommand {
     /// `pushctl send`: one notification to one device, printing APNs' answer — the desktop push
@@ -55,7 +55,10 @@ extension PushctlCommand {
         @Option(help: "A file holding the whole JSON payload (- reads stdin); excludes the payload options above.")
         var payloadFile: String?
 
-        @Option(help: "apns-push-type: alert, background, location, voip, complication, fileprovider, mdm, liveactivity, pushtotalk, widgets, controls (default: background for a content-available-only payload, else alert).")
+        @Option(
+            help:
+                "apns-push-type: alert, background, location, voip, complication, fileprovider, mdm, liveactivity, pushtotalk, widgets, controls (default: background for a content-available-only payload, else alert)."
+        )
         var pushType: String?
 
         @Option(help: "apns-priority: 10, 5 or 1 (default: 5 for background pushes, else 10).")
@@ -131,7 +134,8 @@ extension PushctlCommand {
                 if response.status != 200 { throw ExitCode(1) }
             case .failure(let error):
                 if json {
-                    let data = try JSONSerialization.data(withJSONObject: ["error": "\(error.code)", "message": error.message], options: [.sortedKeys])
+                    let data = try JSONSerialization.data(
+                        withJSONObject: ["error": "\(error.code)", "message": error.message], options: [.sortedKeys])
                     print(String(decoding: data, as: UTF8.self))
                 } else {
                     FileHandle.standardError.write(Data("pushctl send: no answer from APNs: \(error)\n".utf8))
@@ -142,9 +146,13 @@ extension PushctlCommand {
 
         private func buildPayload() throws -> [UInt8] {
             if let payloadFile {
-                let usesBuilder = alert != nil || title != nil || subtitle != nil || badge != nil || sound != nil || contentAvailable
+                let usesBuilder =
+                    alert != nil || title != nil || subtitle != nil || badge != nil || sound != nil || contentAvailable
                     || mutableContent || custom != nil
-                guard !usesBuilder else { throw ValidationError("--payload-file excludes --alert, --title, --subtitle, --badge, --sound, --content-available, --mutable-content and --custom") }
+                guard !usesBuilder else {
+                    throw ValidationError(
+                        "--payload-file excludes --alert, --title, --subtitle, --badge, --sound, --content-available, --mutable-content and --custom")
+                }
                 let data: Data
                 if payloadFile == "-" {
                     data = FileHandle.standardInput.readDataToEndOfFile()

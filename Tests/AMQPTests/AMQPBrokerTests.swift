@@ -3,8 +3,8 @@ import Foundation
 import PushCore
 import PushServiceKit
 import Synchronization
-import Testing
 import TestSupport
+import Testing
 
 /// Against the shared RabbitMQ that `make test` starts.
 @Suite struct AMQPBrokerTests {
@@ -242,7 +242,9 @@ import TestSupport
                 var flags: [Bool] = []
                 for try await delivery in consumer {
                     flags.append(delivery.redelivered)
-                    if flags.count == 1 { delivery.nack(requeue: true) } else {
+                    if flags.count == 1 {
+                        delivery.nack(requeue: true)
+                    } else {
                         delivery.ack()
                         break
                     }

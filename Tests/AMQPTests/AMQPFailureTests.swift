@@ -1,8 +1,8 @@
 import AMQP
 import Foundation
 import Synchronization
-import Testing
 import TestSupport
+import Testing
 
 /// Clear errors, within their timeouts, when the broker cannot be used.
 @Suite struct AMQPFailureTests {
@@ -118,7 +118,7 @@ import TestSupport
                 var next = 0
                 var attempts = 0
                 var pending: [Int] = []
-                while (next < total || !pending.isEmpty), attempts < 2000 {
+                while next < total || !pending.isEmpty, attempts < 2000 {
                     attempts += 1
                     while pending.count < 50, next < total {
                         pending.append(next)
@@ -197,7 +197,8 @@ extension AMQPRestartTests {
 
     /// The beam.smp PID the broker's script recorded.
     private func brokerPID(_ broker: LocalServer) throws -> pid_t {
-        let localDirectory = ProcessInfo.processInfo.environment["PUSH_LOCAL_DIR"]
+        let localDirectory =
+            ProcessInfo.processInfo.environment["PUSH_LOCAL_DIR"]
             ?? TestServers.packageRoot.appendingPathComponent(".local").path
         let file = "\(localDirectory)/rabbitmq-\(broker.name)/rabbitmq.pid"
         guard let text = try? String(contentsOfFile: file, encoding: .utf8),

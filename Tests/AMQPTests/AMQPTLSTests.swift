@@ -1,7 +1,7 @@
 import AMQP
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 /// AMQPS against the shared RabbitMQ's TLS listener (`scripts/rabbitmq.sh --tls-port`, 127.0.0.1:35671).
 ///
@@ -55,11 +55,13 @@ import TestSupport
     }
 
     @Test func aClientCertificateFromTheBrokersCAIsAccepted() async throws {
-        let url = tlsURL(host: "localhost", port: tlsPort, [
-            "cacertfile": caFile,
-            "certfile": "\(TestServers.tlsDirectory)/client.pem",
-            "keyfile": "\(TestServers.tlsDirectory)/client.key",
-        ])
+        let url = tlsURL(
+            host: "localhost", port: tlsPort,
+            [
+                "cacertfile": caFile,
+                "certfile": "\(TestServers.tlsDirectory)/client.pem",
+                "keyfile": "\(TestServers.tlsDirectory)/client.key",
+            ])
         let queue = TestServers.uniqueName("amqps.client-cert")
         try await withAMQPConnection(url: url, name: "tls-client-cert", topology: quorumQueue(queue)) { connection in
             #expect(connection.configuration.tls?.certificateFile?.hasSuffix("client.pem") == true)
@@ -73,9 +75,11 @@ import TestSupport
     @Test func aClientCertificateTheBrokerDoesNotTrustIsRefused() async throws {
         let rogue = try RogueCA()
         defer { rogue.remove() }
-        let url = tlsURL(host: "localhost", port: tlsPort, [
-            "cacertfile": caFile, "certfile": rogue.certificate, "keyfile": rogue.key,
-        ])
+        let url = tlsURL(
+            host: "localhost", port: tlsPort,
+            [
+                "cacertfile": caFile, "certfile": rogue.certificate, "keyfile": rogue.key,
+            ])
         let (error, elapsed) = await connectionError(url, name: "tls-rogue-client")
         #expect(error?.code == .tlsFailed, "\(String(describing: error))")
         #expect(error?.isRetryable == false)

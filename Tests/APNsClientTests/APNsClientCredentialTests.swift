@@ -23,16 +23,26 @@ struct APNsClientCredentialTests {
             let certificates = Certificates(directory: directory)
             let path = { (name: String) in directory.appendingPathComponent(name).path }
             let steps: [[String]] = [
-                ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", path("ca.key"),
-                 "-out", path("ca.pem"), "-days", "2", "-subj", "/CN=Push Test CA"],
-                ["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", path("client.key"),
-                 "-out", path("client.csr"), "-subj", "/UID=com.example.app/CN=Apple Push Services: com.example.app"],
-                ["x509", "-req", "-in", path("client.csr"), "-CA", path("ca.pem"), "-CAkey", path("ca.key"), "-set_serial", "2",
-                 "-out", path("client.pem"), "-days", "2"],
-                ["pkcs12", "-export", "-in", path("client.pem"), "-inkey", path("client.key"), "-out", path("client.p12"),
-                 "-passout", "pass:secret"],
-                ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", path("stranger.key"),
-                 "-out", path("stranger.pem"), "-days", "2", "-subj", "/UID=com.example.app/CN=Stranger"],
+                [
+                    "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", path("ca.key"),
+                    "-out", path("ca.pem"), "-days", "2", "-subj", "/CN=Push Test CA",
+                ],
+                [
+                    "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", path("client.key"),
+                    "-out", path("client.csr"), "-subj", "/UID=com.example.app/CN=Apple Push Services: com.example.app",
+                ],
+                [
+                    "x509", "-req", "-in", path("client.csr"), "-CA", path("ca.pem"), "-CAkey", path("ca.key"), "-set_serial", "2",
+                    "-out", path("client.pem"), "-days", "2",
+                ],
+                [
+                    "pkcs12", "-export", "-in", path("client.pem"), "-inkey", path("client.key"), "-out", path("client.p12"),
+                    "-passout", "pass:secret",
+                ],
+                [
+                    "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", path("stranger.key"),
+                    "-out", path("stranger.pem"), "-days", "2", "-subj", "/UID=com.example.app/CN=Stranger",
+                ],
             ]
             for step in steps {
                 let result = try await run(["/usr/bin/openssl"] + step)
@@ -47,18 +57,26 @@ struct APNsClientCredentialTests {
         defer { try? FileManager.default.removeItem(at: certificates.directory) }
         let sandbox = try await SandboxProcess(arguments: ["--client-ca", certificates.caFile])
 
-        let pem = try makeClient(sandbox, credentials: .certificate(APNsClientCertificate(source: .pem(certificateFile: certificates.certificateFile, privateKeyFile: certificates.keyFile))))
+        let pem = try makeClient(
+            sandbox,
+            credentials: .certificate(
+                APNsClientCertificate(source: .pem(certificateFile: certificates.certificateFile, privateKeyFile: certificates.keyFile))))
         let viaPEM = try await pem.send(alert())
         #expect(viaPEM.status == 200, "\(viaPEM)")
         #expect(pem.providerTokensMinted == 0)
         await pem.shutdown()
 
-        let p12 = try makeClient(sandbox, credentials: .certificate(APNsClientCertificate(source: .pkcs12(file: certificates.pkcs12File, password: "secret"))))
+        let p12 = try makeClient(
+            sandbox, credentials: .certificate(APNsClientCertificate(source: .pkcs12(file: certificates.pkcs12File, password: "secret"))))
         #expect(try await p12.send(alert()).status == 200)
         await p12.shutdown()
 
         // A certificate the server's CA did not sign: APNs' 403 BadCertificate, a credential problem.
-        let stranger = try makeClient(sandbox, credentials: .certificate(APNsClientCertificate(source: .pem(certificateFile: certificates.strangerCertificateFile, privateKeyFile: certificates.strangerKeyFile))))
+        let stranger = try makeClient(
+            sandbox,
+            credentials: .certificate(
+                APNsClientCertificate(
+                    source: .pem(certificateFile: certificates.strangerCertificateFile, privateKeyFile: certificates.strangerKeyFile))))
         let refused = try await stranger.send(alert())
         #expect(refused.status == 403)
         #expect(refused.reason == .badCertificate)
@@ -97,7 +115,8 @@ struct APNsClientCredentialTests {
         let keyAsCertificate = try #require(failure(.pem(certificateFile: certificates.keyFile, privateKeyFile: certificates.keyFile)))
         #expect(keyAsCertificate.message.contains("is not a PEM certificate"), "\(keyAsCertificate)")
 
-        var configuration = APNsClientConfiguration(endpoint: .production, credentials: .token(SandboxProcess.signingKey), caFile: "/nonexistent/ca.pem")
+        var configuration = APNsClientConfiguration(
+            endpoint: .production, credentials: .token(SandboxProcess.signingKey), caFile: "/nonexistent/ca.pem")
         #expect(throws: APNsClientError.self) { try APNsClient(configuration: configuration, logger: .init(label: "test")) }
         configuration.caFile = certificates.keyFile
         do {

@@ -135,7 +135,10 @@ struct APNsClientTests {
         // Our clock starts 41 minutes behind: the first token is 41 minutes old for the server (valid).
         let clock = TestClock()
         clock.set(secondsFromNow: -41 * 60)
-        let client = try makeClient(sandbox) { $0.providerTokenClock = { clock.now }; $0.connections = 2 }
+        let client = try makeClient(sandbox) {
+            $0.providerTokenClock = { clock.now }
+            $0.connections = 2
+        }
         let first = await sendAll(client, (0..<50).map { _ in alert() })
         #expect(first.allSatisfy { (try? $0.get().status) == 200 })
         #expect(client.providerTokensMinted == 1)

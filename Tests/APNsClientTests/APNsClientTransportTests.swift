@@ -57,7 +57,8 @@ struct APNsClientTransportTests {
         // 2,500 at once need three.
         results = await sendAll(client, (0..<2500).map { _ in alert(TestTokens.random()) })
         #expect(results.allSatisfy { (try? $0.get().status) == 200 })
-        #expect((2...4).contains(client.connectionsOpened), "\(client.connectionsOpened) connections for 2,500 streams: more than one, far from all 8")
+        #expect(
+            (2...4).contains(client.connectionsOpened), "\(client.connectionsOpened) connections for 2,500 streams: more than one, far from all 8")
         await client.shutdown()
     }
 
@@ -128,7 +129,8 @@ struct APNsClientTransportTests {
 
     @Test func anUntrustedServerIsRefused() async throws {
         let sandbox = try await SandboxProcess()
-        var configuration = APNsClientConfiguration(endpoint: try APNsEndpoint(url: sandbox.endpointURL), credentials: .token(SandboxProcess.signingKey))
+        var configuration = APNsClientConfiguration(
+            endpoint: try APNsEndpoint(url: sandbox.endpointURL), credentials: .token(SandboxProcess.signingKey))
         configuration.requestTimeout = .seconds(10)
         let client = try APNsClient(configuration: configuration, logger: .init(label: "test"))
         do {

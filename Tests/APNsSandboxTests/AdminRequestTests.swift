@@ -17,7 +17,9 @@ struct AdminRequestTests {
     }
 
     @Test func tokenStates() throws {
-        #expect(try AdminRequest.tokenState(from: Self.bytes(#"{"state":"unregistered","timestamp":1700000000000}"#)) == .unregistered(timestamp: 1_700_000_000_000))
+        #expect(
+            try AdminRequest.tokenState(from: Self.bytes(#"{"state":"unregistered","timestamp":1700000000000}"#))
+                == .unregistered(timestamp: 1_700_000_000_000))
         #expect(try AdminRequest.tokenState(from: Self.bytes(#"{"state":"bad"}"#)) == .bad)
         #expect(try AdminRequest.tokenState(from: Self.bytes(#"{"state":"active"}"#)) == nil)
         let cases: [(String, String)] = [
@@ -60,7 +62,8 @@ struct AdminRequestTests {
         ]
         for (body, field) in cases {
             var faults = SandboxFaults()
-            #expect(Self.field { () throws(AdminRequestError) in try AdminRequest.applyFault(from: Self.bytes(body), to: &faults) } == field, "\(body)")
+            #expect(
+                Self.field { () throws(AdminRequestError) in try AdminRequest.applyFault(from: Self.bytes(body), to: &faults) } == field, "\(body)")
             #expect(faults.isEmpty, "\(body)")
         }
     }

@@ -17,7 +17,8 @@ struct ProviderTokenVerifierTests {
 
     static func jwt(header: String, claims: String, signature: [UInt8] = Array(repeating: 7, count: 64)) -> String {
         func encode(_ bytes: [UInt8]) -> String {
-            Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+            Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(
+                of: "=", with: "")
         }
         return "bearer \(encode(Array(header.utf8))).\(encode(Array(claims.utf8))).\(encode(signature))"
     }
@@ -26,9 +27,12 @@ struct ProviderTokenVerifierTests {
         let verifier = try Self.verifying()
         #expect(verifier.rejection(authorization: "bearer \(try Self.key.providerToken(issuedAt: Self.now))", now: Self.now) == nil)
         #expect(verifier.rejection(authorization: "Bearer \(try Self.key.providerToken(issuedAt: Self.now))", now: Self.now) == nil)
-        #expect(verifier.rejection(authorization: "bearer \(try Self.otherKey.providerToken(issuedAt: Self.now))", now: Self.now) == .invalidProviderToken)
+        #expect(
+            verifier.rejection(authorization: "bearer \(try Self.otherKey.providerToken(issuedAt: Self.now))", now: Self.now) == .invalidProviderToken
+        )
         let unknownKid = try APNsSigningKey(p8: P256.Signing.PrivateKey().pemRepresentation, keyID: "ZZZ123DEFG", teamID: "DEF123GHIJ")
-        #expect(verifier.rejection(authorization: "bearer \(try unknownKid.providerToken(issuedAt: Self.now))", now: Self.now) == .invalidProviderToken)
+        #expect(
+            verifier.rejection(authorization: "bearer \(try unknownKid.providerToken(issuedAt: Self.now))", now: Self.now) == .invalidProviderToken)
     }
 
     @Test func aTamperedTokenFails() throws {
@@ -51,7 +55,9 @@ struct ProviderTokenVerifierTests {
 
     @Test func withoutKeysAnyWellFormedTokenPasses() {
         let verifier = ProviderTokenVerifier()
-        #expect(verifier.rejection(authorization: Self.jwt(header: #"{"alg":"ES256","kid":"K"}"#, claims: #"{"iss":"T","iat":\#(Self.now)}"#), now: Self.now) == nil)
+        #expect(
+            verifier.rejection(
+                authorization: Self.jwt(header: #"{"alg":"ES256","kid":"K"}"#, claims: #"{"iss":"T","iat":\#(Self.now)}"#), now: Self.now) == nil)
     }
 
     @Test func malformedTokens() {
@@ -80,7 +86,9 @@ struct ProviderTokenVerifierTests {
     }
 
     @Test func aBadPublicKeyIsNamed() {
-        #expect(throws: SandboxError.self) { try ProviderTokenVerifier(publicKeyPEMs: ["KEY1234567": "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----"]) }
+        #expect(throws: SandboxError.self) {
+            try ProviderTokenVerifier(publicKeyPEMs: ["KEY1234567": "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----"])
+        }
         let error = #expect(throws: SandboxError.self) { try ProviderTokenVerifier(publicKeyPEMs: ["KEY1234567": "garbage"]) }
         #expect(error?.message.contains("KEY1234567") == true)
         #expect(error?.code == .configuration)

@@ -1,7 +1,8 @@
-import struct PushCore.PushType
 import APNs
 import Crypto
 import Testing
+
+import struct PushCore.PushType
 
 @testable import APNsSandbox
 
@@ -37,13 +38,18 @@ struct PushRequestValidatorTests {
         PushRequestValidator.validate(request, authentication: authentication, providerTokens: verifier, now: now)
     }
 
-    static func expect(_ request: PushRequest, _ status: Int, _ reason: APNsReason, authentication: ConnectionAuthentication = .none, sourceLocation: SourceLocation = #_sourceLocation) {
+    static func expect(
+        _ request: PushRequest, _ status: Int, _ reason: APNsReason, authentication: ConnectionAuthentication = .none,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) {
         #expect(validate(request, authentication: authentication) == .rejected(PushRejection(status, reason)), sourceLocation: sourceLocation)
     }
 
     @Test func acceptsAWellFormedNotificationAndLowercasesTheToken() {
         let upper = String(repeating: "AB", count: 32)
-        #expect(Self.validate(Self.request(path: "/3/device/\(upper)")) == .accepted(AcceptedPush(deviceToken: Self.token, topic: "com.example.app", pushType: .alert)))
+        #expect(
+            Self.validate(Self.request(path: "/3/device/\(upper)"))
+                == .accepted(AcceptedPush(deviceToken: Self.token, topic: "com.example.app", pushType: .alert)))
     }
 
     @Test func methodAndPath() {
@@ -60,7 +66,8 @@ struct PushRequestValidatorTests {
         Self.expect(Self.request(path: "/3/device/" + String(repeating: "a", count: 202)), 400, .badDeviceToken)
         Self.expect(Self.request(path: "/3/device/" + String(repeating: "g", count: 64)), 400, .badDeviceToken)
         Self.expect(Self.request(path: "/3/device/\(Self.token)/x"), 400, .badDeviceToken)
-        #expect(Self.validate(Self.request(path: "/3/device/" + String(repeating: "0", count: 200))) != .rejected(PushRejection(400, .badDeviceToken)))
+        #expect(
+            Self.validate(Self.request(path: "/3/device/" + String(repeating: "0", count: 200))) != .rejected(PushRejection(400, .badDeviceToken)))
     }
 
     @Test func duplicateHeaders() {
@@ -72,15 +79,21 @@ struct PushRequestValidatorTests {
         Self.expect(Self.request(removing: ["authorization"]), 403, .missingProviderToken)
         Self.expect(Self.request(removing: ["authorization"], body: ""), 403, .missingProviderToken)
         Self.expect(Self.request(headers: [("apns-topic", "com.example.app"), ("authorization", "bearer not-a-jwt")]), 403, .invalidProviderToken)
-        Self.expect(Self.request(headers: [("apns-topic", "com.example.app"), ("authorization", Self.bearer(issuedAt: Self.now - 3601))]), 403, .expiredProviderToken)
+        Self.expect(
+            Self.request(headers: [("apns-topic", "com.example.app"), ("authorization", Self.bearer(issuedAt: Self.now - 3601))]), 403,
+            .expiredProviderToken)
     }
 
     @Test func certificateConnections() {
         let noJWT = Self.request(removing: ["authorization"])
-        #expect(Self.validate(noJWT, authentication: .certificate(topic: nil)) == .accepted(AcceptedPush(deviceToken: Self.token, topic: "com.example.app", pushType: .alert)))
+        #expect(
+            Self.validate(noJWT, authentication: .certificate(topic: nil))
+                == .accepted(AcceptedPush(deviceToken: Self.token, topic: "com.example.app", pushType: .alert)))
         // No apns-topic: the certificate's UID is the topic.
         let noTopic = Self.request(removing: ["authorization", "apns-topic"])
-        #expect(Self.validate(noTopic, authentication: .certificate(topic: "com.example.cert")) == .accepted(AcceptedPush(deviceToken: Self.token, topic: "com.example.cert", pushType: .alert)))
+        #expect(
+            Self.validate(noTopic, authentication: .certificate(topic: "com.example.cert"))
+                == .accepted(AcceptedPush(deviceToken: Self.token, topic: "com.example.cert", pushType: .alert)))
         Self.expect(noTopic, 400, .missingTopic, authentication: .certificate(topic: nil))
         Self.expect(noJWT, 403, .badCertificate, authentication: .untrustedCertificate)
     }
@@ -92,12 +105,18 @@ struct PushRequestValidatorTests {
         Self.expect(Self.request(adding: [("apns-push-type", "voip")], removing: ["apns-push-type"]), 400, .badTopic)
         for type in PushType.allCases {
             let request = Self.request(
-                headers: [("apns-topic", type.topic(forBundleID: "com.example.app")), ("apns-push-type", type.rawValue), ("authorization", Self.bearer())]
+                headers: [
+                    ("apns-topic", type.topic(forBundleID: "com.example.app")), ("apns-push-type", type.rawValue), ("authorization", Self.bearer()),
+                ]
             )
-            #expect(Self.validate(request) == .accepted(AcceptedPush(deviceToken: Self.token, topic: type.topic(forBundleID: "com.example.app"), pushType: type)))
+            #expect(
+                Self.validate(request)
+                    == .accepted(AcceptedPush(deviceToken: Self.token, topic: type.topic(forBundleID: "com.example.app"), pushType: type)))
         }
         // No apns-push-type: an alert.
-        #expect(Self.validate(Self.request(removing: ["apns-push-type"])) == .accepted(AcceptedPush(deviceToken: Self.token, topic: "com.example.app", pushType: .alert)))
+        #expect(
+            Self.validate(Self.request(removing: ["apns-push-type"]))
+                == .accepted(AcceptedPush(deviceToken: Self.token, topic: "com.example.app", pushType: .alert)))
     }
 
     @Test func headerValues() {
@@ -111,9 +130,13 @@ struct PushRequestValidatorTests {
         for expiration in ["-1", "tomorrow", "1.5", ""] {
             Self.expect(Self.request(adding: [("apns-expiration", expiration)]), 400, .badExpirationDate)
         }
-        #expect(Self.validate(Self.request(adding: [("apns-collapse-id", String(repeating: "c", count: 64))])) != .rejected(PushRejection(400, .badCollapseId)))
+        #expect(
+            Self.validate(Self.request(adding: [("apns-collapse-id", String(repeating: "c", count: 64))]))
+                != .rejected(PushRejection(400, .badCollapseId)))
         Self.expect(Self.request(adding: [("apns-collapse-id", String(repeating: "c", count: 65))]), 400, .badCollapseId)
-        #expect(Self.validate(Self.request(adding: [("apns-id", "EABEAE54-14A8-11E5-B60B-1697F925EC7B")])) != .rejected(PushRejection(400, .badMessageId)))
+        #expect(
+            Self.validate(Self.request(adding: [("apns-id", "EABEAE54-14A8-11E5-B60B-1697F925EC7B")])) != .rejected(PushRejection(400, .badMessageId))
+        )
         for id in ["not-a-uuid", "eabeae5414a811e5b60b1697f925ec7b", "eabeae54-14a8-11e5-b60b-1697f925ec7", "eabeae54-14a8-11e5-b60b-1697f925ec7g"] {
             Self.expect(Self.request(adding: [("apns-id", id)]), 400, .badMessageId)
         }
@@ -138,7 +161,9 @@ struct PushRequestValidatorTests {
 
     @Test func rejectionBodies() {
         #expect(String(decoding: PushRejection(400, .badTopic).body, as: UTF8.self) == #"{"reason":"BadTopic"}"#)
-        #expect(String(decoding: PushRejection(410, .unregistered, timestamp: 1234).body, as: UTF8.self) == #"{"reason":"Unregistered","timestamp":1234}"#)
+        #expect(
+            String(decoding: PushRejection(410, .unregistered, timestamp: 1234).body, as: UTF8.self) == #"{"reason":"Unregistered","timestamp":1234}"#
+        )
     }
 
     @Test func echoesOnlyValidAPNsIDs() {

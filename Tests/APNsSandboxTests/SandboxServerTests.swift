@@ -1,9 +1,10 @@
-import struct PushCore.PushType
 import APNs
 import Crypto
 import Foundation
 import TestSupport
 import Testing
+
+import struct PushCore.PushType
 
 /// apns-sandbox as clients and ops use it: the built executable, real TLS, real HTTP/2 (curl and
 /// nghttp), the admin API over HTTP/1.1.
@@ -46,13 +47,23 @@ struct SandboxServerTests {
             ("no token", sandbox, { try await sandbox.push(path: "/3/device/") }, 400, "MissingDeviceToken"),
             ("short token", sandbox, { try await sandbox.push(token: "abcd") }, 400, "BadDeviceToken"),
             ("no JWT", sandbox, { try await sandbox.push(headers: [("apns-topic", "com.example.app")]) }, 403, "MissingProviderToken"),
-            ("bad JWT", sandbox, { try await sandbox.push(headers: [("apns-topic", "com.example.app"), ("authorization", "bearer x.y.z")]) }, 403, "InvalidProviderToken"),
+            (
+                "bad JWT", sandbox, { try await sandbox.push(headers: [("apns-topic", "com.example.app"), ("authorization", "bearer x.y.z")]) }, 403,
+                "InvalidProviderToken"
+            ),
             ("no topic", sandbox, { try await sandbox.push(headers: [("authorization", SandboxProcess.bearer())]) }, 400, "MissingTopic"),
             ("voip topic", sandbox, { try await sandbox.push(headers: SandboxProcess.headers(pushType: "voip")) }, 400, "BadTopic"),
             ("push type", sandbox, { try await sandbox.push(headers: SandboxProcess.headers(pushType: "banner")) }, 400, "InvalidPushType"),
             ("priority", sandbox, { try await sandbox.push(headers: SandboxProcess.headers() + [("apns-priority", "7")]) }, 400, "BadPriority"),
-            ("expiration", sandbox, { try await sandbox.push(headers: SandboxProcess.headers() + [("apns-expiration", "soon")]) }, 400, "BadExpirationDate"),
-            ("collapse id", sandbox, { try await sandbox.push(headers: SandboxProcess.headers() + [("apns-collapse-id", String(repeating: "x", count: 65))]) }, 400, "BadCollapseId"),
+            (
+                "expiration", sandbox, { try await sandbox.push(headers: SandboxProcess.headers() + [("apns-expiration", "soon")]) }, 400,
+                "BadExpirationDate"
+            ),
+            (
+                "collapse id", sandbox,
+                { try await sandbox.push(headers: SandboxProcess.headers() + [("apns-collapse-id", String(repeating: "x", count: 65))]) }, 400,
+                "BadCollapseId"
+            ),
             ("apns-id", sandbox, { try await sandbox.push(headers: SandboxProcess.headers() + [("apns-id", "123")]) }, 400, "BadMessageId"),
             ("empty", sandbox, { try await sandbox.push(body: nil) }, 400, "PayloadEmpty"),
             ("not JSON", sandbox, { try await sandbox.push(body: "hello") }, 400, "PayloadEmpty"),
@@ -67,7 +78,9 @@ struct SandboxServerTests {
         // Two of the same header: curl sends both.
         let duplicate = try await sandbox.push(headers: SandboxProcess.headers() + [("x-a", "1"), ("x-a", "2")])
         #expect(duplicate.reason == "DuplicateHeaders", "\(duplicate)")
-        let voip = try await sandbox.push(headers: SandboxProcess.headers(topic: "com.example.app.voip", pushType: "voip"), body: #"{"a":"\#(String(repeating: "x", count: 5000))"}"#)
+        let voip = try await sandbox.push(
+            headers: SandboxProcess.headers(topic: "com.example.app.voip", pushType: "voip"),
+            body: #"{"a":"\#(String(repeating: "x", count: 5000))"}"#)
         #expect(voip.status == 200, "\(voip)")
 
         let stats = try await sandbox.admin("GET", "/stats")
@@ -99,7 +112,9 @@ struct SandboxServerTests {
         #expect(unknownKid.reason == "InvalidProviderToken", "\(unknownKid)")
 
         let hourAndMore = Int64(Date().timeIntervalSince1970) - 3700
-        let expired = try await sandbox.push(headers: [("apns-topic", "com.example.app"), ("authorization", SandboxProcess.bearer(issuedAt: hourAndMore))])
+        let expired = try await sandbox.push(headers: [
+            ("apns-topic", "com.example.app"), ("authorization", SandboxProcess.bearer(issuedAt: hourAndMore)),
+        ])
         #expect(expired.status == 403, "\(expired)")
         #expect(expired.reason == "ExpiredProviderToken")
     }
@@ -317,7 +332,8 @@ struct SandboxServerTests {
         let noCredentials = try await sandbox.push(headers: [("apns-topic", "com.example.app")])
         #expect(noCredentials.reason == "MissingProviderToken", "\(noCredentials)")
 
-        let certified = try await sandbox.push(headers: [("apns-topic", "com.example.cert")], curlArguments: ["--cert", file("client.pem"), "--key", file("client.key")])
+        let certified = try await sandbox.push(
+            headers: [("apns-topic", "com.example.cert")], curlArguments: ["--cert", file("client.pem"), "--key", file("client.key")])
         #expect(certified.status == 200, "\(certified)")
         // No apns-topic: the certificate's UID.
         let defaultTopic = try await sandbox.push(headers: [], curlArguments: ["--cert", file("client.pem"), "--key", file("client.key")])
@@ -325,7 +341,8 @@ struct SandboxServerTests {
         let deliveries = try await sandbox.admin("GET", "/deliveries?app=com.example.cert")
         #expect((deliveries.json?["deliveries"] as? [Any])?.count == 2)
 
-        let rogue = try await sandbox.push(headers: [("apns-topic", "com.example.cert")], curlArguments: ["--cert", file("rogue.pem"), "--key", file("rogue.key")])
+        let rogue = try await sandbox.push(
+            headers: [("apns-topic", "com.example.cert")], curlArguments: ["--cert", file("rogue.pem"), "--key", file("rogue.key")])
         #expect(rogue.status == 403, "\(rogue)")
         #expect(rogue.reason == "BadCertificate")
     }
@@ -355,10 +372,16 @@ struct SandboxServerTests {
 
     @Test func startFailuresNameTheProblem() async throws {
         let port = TestServers.freePort()
-        let badKey = try ChildProcess([SandboxProcess.executable, "--port", String(port), "--admin-port", String(TestServers.freePort()), "--public-key", "KEY1234567=-----BEGIN PUBLIC KEY-----x"])
+        let badKey = try ChildProcess([
+            SandboxProcess.executable, "--port", String(port), "--admin-port", String(TestServers.freePort()), "--public-key",
+            "KEY1234567=-----BEGIN PUBLIC KEY-----x",
+        ])
         #expect(await badKey.waitForExit(timeout: .seconds(15)) == 1)
         #expect(badKey.output.contains("KEY1234567"), "\(badKey.output)")
-        let missingCert = try ChildProcess([SandboxProcess.executable, "--port", String(port), "--admin-port", String(TestServers.freePort()), "--tls-cert", "/nonexistent.pem", "--tls-key", "/nonexistent.key"])
+        let missingCert = try ChildProcess([
+            SandboxProcess.executable, "--port", String(port), "--admin-port", String(TestServers.freePort()), "--tls-cert", "/nonexistent.pem",
+            "--tls-key", "/nonexistent.key",
+        ])
         #expect(await missingCert.waitForExit(timeout: .seconds(15)) == 1)
         #expect(missingCert.output.contains("--tls-cert /nonexistent.pem"), "\(missingCert.output)")
     }

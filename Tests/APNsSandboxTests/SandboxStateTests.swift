@@ -1,6 +1,7 @@
-import struct PushCore.PushType
 import APNs
 import Testing
+
+import struct PushCore.PushType
 
 @testable import APNsSandbox
 
@@ -81,12 +82,14 @@ struct SandboxStateTests {
 
     @Test func filters() {
         let state = SandboxState()
-        Self.commit(state, [
-            Self.delivery("aa", topic: "com.example.app", at: 10),
-            Self.delivery("bb", topic: "com.example.app.voip", at: 20),
-            Self.delivery("aa", topic: "com.other.app", at: 30),
-            Self.delivery("cc", topic: "com.example.application", at: 40),
-        ])
+        Self.commit(
+            state,
+            [
+                Self.delivery("aa", topic: "com.example.app", at: 10),
+                Self.delivery("bb", topic: "com.example.app.voip", at: 20),
+                Self.delivery("aa", topic: "com.other.app", at: 30),
+                Self.delivery("cc", topic: "com.example.application", at: 40),
+            ])
         #expect(state.deliveries(token: "AA").map(\.receivedAt) == [10, 30])
         #expect(state.deliveries(app: "com.example.app").map(\.receivedAt) == [10, 20])
         #expect(state.deliveries(since: 20).map(\.receivedAt) == [20, 30, 40])

@@ -1,6 +1,6 @@
-import PushCore
 import APNs
 import Foundation
+import PushCore
 import Testing
 
 @Suite struct PushTypeTests {
@@ -42,7 +42,11 @@ import Testing
     @Test func aWellFormedNotificationPasses() throws {
         try notification().validate()
         try notification { $0.collapseID = String(repeating: "c", count: 64) }.validate()
-        try notification { $0.pushType = .voip; $0.topic = "com.example.game.voip"; $0.payload = Array(repeating: 32, count: 5120) }.validate()
+        try notification {
+            $0.pushType = .voip
+            $0.topic = "com.example.game.voip"
+            $0.payload = Array(repeating: 32, count: 5120)
+        }.validate()
     }
 
     /// One defect each, and the field APNs would name.
@@ -134,7 +138,8 @@ import Testing
     }
 
     @Test func responseBodiesAreParsedAndUnknownTextKept() {
-        let gone = APNsResponse(status: 410, apnsID: "id", apnsUniqueID: nil, body: Array(#"{"reason":"Unregistered","timestamp":1700000000000}"#.utf8))
+        let gone = APNsResponse(
+            status: 410, apnsID: "id", apnsUniqueID: nil, body: Array(#"{"reason":"Unregistered","timestamp":1700000000000}"#.utf8))
         #expect(gone.reason == .unregistered)
         #expect(gone.timestamp == 1_700_000_000_000)
         #expect(gone.outcome == .invalidToken(since: 1_700_000_000_000))

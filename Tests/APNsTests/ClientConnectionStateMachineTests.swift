@@ -18,7 +18,8 @@ struct ClientConnectionStateMachineTests {
     static let second: UInt64 = 1_000_000_000
 
     func makeMachine(idle: UInt64 = 1800 * second) -> Machine {
-        Machine(configuration: .init(pingTimeout: 10 * Self.second, pingInterval: 60 * Self.second, idleTimeout: idle, shutdownGrace: 10 * Self.second))
+        Machine(
+            configuration: .init(pingTimeout: 10 * Self.second, pingInterval: 60 * Self.second, idleTimeout: idle, shutdownGrace: 10 * Self.second))
     }
 
     /// A connected machine that received the server's SETTINGS (`limit` streams).

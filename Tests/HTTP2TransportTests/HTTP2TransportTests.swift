@@ -76,7 +76,9 @@ struct HTTP2TransportTests {
             for outcome in [clientPipe.flush(), serverPipe.flush()] where outcome != .finished && outcome != .blocked {
                 Issue.record("flush: \(outcome)")
             }
-            for outcome in [serverPipe.readAvailable(into: buffer, maximumReads: 8) { false }, clientPipe.readAvailable(into: buffer, maximumReads: 8) { false }]
+            for outcome in [
+                serverPipe.readAvailable(into: buffer, maximumReads: 8) { false }, clientPipe.readAvailable(into: buffer, maximumReads: 8) { false },
+            ]
             where outcome != .drained {
                 Issue.record("read: \(outcome)")
             }

@@ -1,5 +1,7 @@
-import Testing
+import Glibc
+import Synchronization
 import TestSupport
+import Testing
 
 @testable import IOSupport
 
@@ -111,9 +113,6 @@ struct WakePipeTests {
         return poll(&entry, 1, 0) == 1
     }
 }
-
-import Glibc
-import Synchronization
 
 final class Flag: Sendable {
     private let value = Atomic<Bool>(false)

@@ -204,7 +204,8 @@ struct AppsFileTests {
             name: "token and certificate mixed",
             json: #""apns": {"key_file": "k.p8", "key_id": "ABC123DEFG", "team_id": "DEF123GHIJ", "certificate_file": "c.p12"}"#,
             code: .invalidValue,
-            message: #"apps["com.example.game"].apns: use either token auth (key_file, key_id, team_id) or a certificate (certificate_file, …), not both"#
+            message:
+                #"apps["com.example.game"].apns: use either token auth (key_file, key_id, team_id) or a certificate (certificate_file, …), not both"#
         ),
         BadFile(
             name: "empty apns",
@@ -228,7 +229,8 @@ struct AppsFileTests {
             name: "password with a PEM key",
             json: #""apns": {"certificate_file": "cert.pem", "private_key_file": "key.pem", "certificate_password": "x"}"#,
             code: .invalidValue,
-            message: #"apps["com.example.game"].apns.certificate_password: belongs to a PKCS#12 certificate_file; a PEM certificate with private_key_file takes no password"#
+            message:
+                #"apps["com.example.game"].apns.certificate_password: belongs to a PKCS#12 certificate_file; a PEM certificate with private_key_file takes no password"#
         ),
         BadFile(
             name: "private key without certificate",
@@ -342,13 +344,15 @@ struct AppsFileTests {
             name: "unknown app field",
             json: #""defualt": true"#,
             code: .unknownField,
-            message: #"apps["com.example.game"].defualt: unknown field (allowed here: display_names, default, environment, apns, ingest, rate_limits, delivery)"#
+            message:
+                #"apps["com.example.game"].defualt: unknown field (allowed here: display_names, default, environment, apns, ingest, rate_limits, delivery)"#
         ),
         BadFile(
             name: "unknown apns field",
             json: #""apns": {"key_file": "k.p8", "key_id": "ABC123DEFG", "team_id": "DEF123GHIJ", "keyid": "x"}"#,
             code: .unknownField,
-            message: #"apps["com.example.game"].apns.keyid: unknown field (allowed here: key_file, key_id, team_id, certificate_file, certificate_password, private_key_file)"#
+            message:
+                #"apps["com.example.game"].apns.keyid: unknown field (allowed here: key_file, key_id, team_id, certificate_file, certificate_password, private_key_file)"#
         ),
         BadFile(
             name: "unknown ingest field",
@@ -360,7 +364,8 @@ struct AppsFileTests {
             name: "unknown rate limit field",
             json: #""rate_limits": {"per_device_per_day": 5}"#,
             code: .unknownField,
-            message: #"apps["com.example.game"].rate_limits.per_device_per_day: unknown field (allowed here: per_device_per_hour, per_app_per_second, drop_low_priority)"#
+            message:
+                #"apps["com.example.game"].rate_limits.per_device_per_day: unknown field (allowed here: per_device_per_hour, per_app_per_second, drop_low_priority)"#
         ),
     ]
 
@@ -473,7 +478,8 @@ struct AppsFileTests {
 
     @Test func bundleIDsDifferingOnlyInCaseAreRejected() throws {
         let error = try #require(
-            Self.error(decoding: Data(#"{"apps": {"com.example.a": {"apns": \#(Self.tokenAPNs)}, "COM.example.a": {"apns": \#(Self.tokenAPNs)}}}"#.utf8))
+            Self.error(
+                decoding: Data(#"{"apps": {"com.example.a": {"apns": \#(Self.tokenAPNs)}, "COM.example.a": {"apns": \#(Self.tokenAPNs)}}}"#.utf8))
         )
         #expect(error.code == .conflict)
         #expect(error.reason.contains("only in case"))

@@ -8,9 +8,16 @@ import Testing
     func body(_ json: String) -> [UInt8] { Array(json.utf8) }
 
     @Test func aValidEventUsesAPNsTimestampElseTheReportTime() throws {
-        let withTimestamp = try InvalidTokenReport(feedbackBody: body(#"{"app":"com.example.game","token":"\#(hex.uppercased())","reason":"Unregistered","timestamp":1767225000123,"reported_at":1767225000456}"#))
-        #expect(withTimestamp == InvalidTokenReport(app: "com.example.game", token: try DeviceToken(normalizing: hex), reason: "Unregistered", invalidSince: 1_767_225_000_123))
-        let without = try InvalidTokenReport(feedbackBody: body(#"{"app":"com.example.game","token":"\#(hex)","reason":"BadDeviceToken","reported_at":42}"#))
+        let withTimestamp = try InvalidTokenReport(
+            feedbackBody: body(
+                #"{"app":"com.example.game","token":"\#(hex.uppercased())","reason":"Unregistered","timestamp":1767225000123,"reported_at":1767225000456}"#
+            ))
+        #expect(
+            withTimestamp
+                == InvalidTokenReport(
+                    app: "com.example.game", token: try DeviceToken(normalizing: hex), reason: "Unregistered", invalidSince: 1_767_225_000_123))
+        let without = try InvalidTokenReport(
+            feedbackBody: body(#"{"app":"com.example.game","token":"\#(hex)","reason":"BadDeviceToken","reported_at":42}"#))
         #expect(without.invalidSince == 42)
         #expect(without.reason == "BadDeviceToken")
     }

@@ -1,6 +1,6 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 @testable import PushCore
 
@@ -64,7 +64,8 @@ import TestSupport
 
 @Suite struct JSONObjectReaderIntegerTests {
     @Test func plainIntegersAreReadWhenAskedFor() throws {
-        let object = try #require(JSONObjectReader.object(Array(#"{"a": 0, "b": -12, "c": 9223372036854775807, "d": -9223372036854775808}"#.utf8), integers: true))
+        let object = try #require(
+            JSONObjectReader.object(Array(#"{"a": 0, "b": -12, "c": 9223372036854775807, "d": -9223372036854775808}"#.utf8), integers: true))
         #expect(object["a"] as? Int64 == 0)
         #expect(object["b"] as? Int64 == -12)
         #expect(object["c"] as? Int64 == .max)
@@ -79,11 +80,15 @@ import TestSupport
 
     @Test func aFeedbackEventTakesTheQuickPathOnlyWithExactTypes() throws {
         let hex = String(repeating: "a1", count: 32)
-        let event = InvalidTokenReport.quickEvent(Array(#"{"app":"a","token":"\#(hex)","reason":"Unregistered","timestamp":null,"reported_at":5,"extra":[1.5]}"#.utf8))
+        let event = InvalidTokenReport.quickEvent(
+            Array(#"{"app":"a","token":"\#(hex)","reason":"Unregistered","timestamp":null,"reported_at":5,"extra":[1.5]}"#.utf8))
         #expect(event == nil, "a fraction anywhere sends the body to JSONDecoder")
-        let plain = InvalidTokenReport.quickEvent(Array(#"{"app":"a","token":"\#(hex)","reason":"Unregistered","timestamp":null,"reported_at":5,"extra":"x"}"#.utf8))
+        let plain = InvalidTokenReport.quickEvent(
+            Array(#"{"app":"a","token":"\#(hex)","reason":"Unregistered","timestamp":null,"reported_at":5,"extra":"x"}"#.utf8))
         #expect(plain == FeedbackEvent(app: "a", token: hex, reason: "Unregistered", timestamp: nil, reportedAt: 5))
-        #expect(InvalidTokenReport.quickEvent(Array(#"{"app":"a","token":"\#(hex)","reason":"Unregistered","timestamp":"7","reported_at":5}"#.utf8)) == nil)
+        #expect(
+            InvalidTokenReport.quickEvent(Array(#"{"app":"a","token":"\#(hex)","reason":"Unregistered","timestamp":"7","reported_at":5}"#.utf8))
+                == nil)
         #expect(InvalidTokenReport.quickEvent(Array(#"{"app":"a","token":"\#(hex)","reason":"Unregistered"}"#.utf8)) == nil)
     }
 }
@@ -93,9 +98,10 @@ import TestSupport
 @Suite struct JSONObjectReaderFuzzTests {
     @Test func wheneverTheReaderAnswersJSONSerializationAgrees() throws {
         var generator = SplitMix64(seed: 0x0B0D_1E5)
-        let seeds = JSONObjectReaderTests.accepted + [
-            #"{"user": "alice", "locale": "zh-Hant-TW", "environment": "sandbox", "topics": ["news"], "device": {"uuid": "U-1", "name": "Zoë"}, "settings": {"alert": true, "badge": false}}"#
-        ]
+        let seeds =
+            JSONObjectReaderTests.accepted + [
+                #"{"user": "alice", "locale": "zh-Hant-TW", "environment": "sandbox", "topics": ["news"], "device": {"uuid": "U-1", "name": "Zoë"}, "settings": {"alert": true, "badge": false}}"#
+            ]
         let alphabet = Array(#"{}[]":,\ nulltruefalse0123456789-.eEu"\/bfnrt"#.utf8) + [0x00, 0x1F, 0x7F, 0xC3, 0xA9, 0xFF, 0xED, 0xA0, 0x80]
         var answered = 0
         for round in 0..<4000 {

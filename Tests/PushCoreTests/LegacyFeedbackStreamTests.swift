@@ -1,5 +1,5 @@
-import Testing
 import TestSupport
+import Testing
 
 @testable import PushCore
 
@@ -13,10 +13,11 @@ import TestSupport
         bytes += [0x00, 0x00, 0x00, 0x01, 0x00, 0x20]
         bytes += [UInt8](repeating: 0x0F, count: 32)
         let records = try LegacyFeedbackStream.parse(bytes)
-        #expect(records == [
-            LegacyFeedbackStream.Record(time: 0x5F5E_1000, token: first, offset: 0),
-            LegacyFeedbackStream.Record(time: 1, token: second, offset: 38),
-        ])
+        #expect(
+            records == [
+                LegacyFeedbackStream.Record(time: 0x5F5E_1000, token: first, offset: 0),
+                LegacyFeedbackStream.Record(time: 1, token: second, offset: 38),
+            ])
         #expect(records[0].invalidSince == 1_600_000_000_000)
         #expect(LegacyFeedbackStream.encode([(0x5F5E_1000, first), (1, second)]) == bytes, "encode is parse's inverse")
     }
@@ -33,21 +34,30 @@ import TestSupport
 
     @Test func aStreamCutInAHeaderNamesTheRecordAndOffset() {
         let bytes = LegacyFeedbackStream.encode([(1, first)]) + [0x00, 0x00, 0x01]
-        #expect(throws: FeedbackError(.truncatedStream, field: "stream", "record 2 at byte 38 is cut short: its 6-byte header has only 3 bytes", offset: 38)) {
+        #expect(
+            throws: FeedbackError(
+                .truncatedStream, field: "stream", "record 2 at byte 38 is cut short: its 6-byte header has only 3 bytes", offset: 38)
+        ) {
             try LegacyFeedbackStream.parse(bytes)
         }
     }
 
     @Test func aStreamCutInATokenNamesTheRecordAndOffset() {
         let bytes = Array(LegacyFeedbackStream.encode([(1, first)]).dropLast(1))
-        #expect(throws: FeedbackError(.truncatedStream, field: "stream", "record 1 at byte 0 is cut short: its 32-byte token has only 31 bytes", offset: 0)) {
+        #expect(
+            throws: FeedbackError(
+                .truncatedStream, field: "stream", "record 1 at byte 0 is cut short: its 32-byte token has only 31 bytes", offset: 0)
+        ) {
             try LegacyFeedbackStream.parse(bytes)
         }
     }
 
     @Test func anImpossibleTokenLengthIsCorruption() {
         let bytes = LegacyFeedbackStream.encode([(1, first)]) + [0x00, 0x00, 0x00, 0x01, 0x00, 0x00]
-        #expect(throws: FeedbackError(.corruptStream, field: "stream", "record 2 at byte 38 has a token length of 0 bytes; tokens are 32–100 bytes", offset: 38)) {
+        #expect(
+            throws: FeedbackError(
+                .corruptStream, field: "stream", "record 2 at byte 38 has a token length of 0 bytes; tokens are 32–100 bytes", offset: 38)
+        ) {
             try LegacyFeedbackStream.parse(bytes)
         }
         let huge: [UInt8] = [0, 0, 0, 1, 0xFF, 0xFF] + [UInt8](repeating: 0, count: 70_000)
@@ -60,10 +70,11 @@ import TestSupport
             LegacyFeedbackStream.Record(time: 3, token: second, offset: 38),
             LegacyFeedbackStream.Record(time: 9, token: first, offset: 76),
         ]
-        #expect(LegacyFeedbackStream.reports(records, app: "com.example.game") == [
-            InvalidTokenReport(app: "com.example.game", token: first, reason: "Unregistered", invalidSince: 9_000),
-            InvalidTokenReport(app: "com.example.game", token: second, reason: "Unregistered", invalidSince: 3_000),
-        ])
+        #expect(
+            LegacyFeedbackStream.reports(records, app: "com.example.game") == [
+                InvalidTokenReport(app: "com.example.game", token: first, reason: "Unregistered", invalidSince: 9_000),
+                InvalidTokenReport(app: "com.example.game", token: second, reason: "Unregistered", invalidSince: 3_000),
+            ])
     }
 
     @Test func tokenBytesRoundTrip() {

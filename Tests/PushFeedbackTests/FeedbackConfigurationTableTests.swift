@@ -6,7 +6,8 @@ import Testing
 /// Every key FeedbackConfiguration reads is in the README's configuration tables and in `--help` with its default.
 @Suite struct FeedbackConfigurationTableTests {
     @Test func everyKeyIsDocumentedAndInHelp() {
-        let mismatch = ConfigurationDocumentation.readmeMismatch(FeedbackConfiguration.table, named: "push-feedback", defaults: FeedbackConfiguration())
+        let mismatch = ConfigurationDocumentation.readmeMismatch(
+            FeedbackConfiguration.table, named: "push-feedback", defaults: FeedbackConfiguration())
         #expect(mismatch == nil, "\(mismatch ?? "")")
         #expect(ConfigurationDocumentation.missingFromHelp(FeedbackConfiguration.table, help: FeedbackConfiguration.environmentHelp) == [])
         #expect(FeedbackConfiguration.keys.isSuperset(of: FeedbackConfiguration.table.names))

@@ -1,8 +1,8 @@
 import Foundation
 import PushCore
 import Redis
-import Testing
 import TestSupport
+import Testing
 import TokenRegistry
 
 /// `pushctl feedback import` as operators run it, against the shared test RabbitMQ and Redis (it uses
@@ -23,12 +23,16 @@ struct FeedbackExecutableTests {
         let registry = TokenRegistry(redis: redis)
         let gone = try DeviceToken(normalizing: String(repeating: "d1", count: 32))
         let back = try DeviceToken(normalizing: String(repeating: "d2", count: 32))
-        _ = try await registry.upsert(app: app, token: gone, registration: DeviceRegistration(user: "zoe"), defaultEnvironment: .production, now: 1_000)
-        _ = try await registry.upsert(app: app, token: back, registration: DeviceRegistration(user: "zoe"), defaultEnvironment: .production, now: 9_000_000)
+        _ = try await registry.upsert(
+            app: app, token: gone, registration: DeviceRegistration(user: "zoe"), defaultEnvironment: .production, now: 1_000)
+        _ = try await registry.upsert(
+            app: app, token: back, registration: DeviceRegistration(user: "zoe"), defaultEnvironment: .production, now: 9_000_000)
         let path = try dump([(time: 2_000, token: gone), (time: 2_000, token: back)])
         defer { try? FileManager.default.removeItem(atPath: path) }
 
-        let child = try ChildProcess([pushctl, "feedback", "import", path, "--app", app, "--redis-url", TestServers.redisURL, "--amqp-url", TestServers.amqpURL])
+        let child = try ChildProcess([
+            pushctl, "feedback", "import", path, "--app", app, "--redis-url", TestServers.redisURL, "--amqp-url", TestServers.amqpURL,
+        ])
         let status = await child.waitForExit(timeout: .seconds(30))
         #expect(status == 0, "\(child.output)")
         #expect(child.output.contains("2 records, 2 distinct tokens"), "\(child.output)")
@@ -44,7 +48,10 @@ struct FeedbackExecutableTests {
         let path = try dump([(time: 1, token: first), (time: 1, token: first)], dropLast: 1)
         defer { try? FileManager.default.removeItem(atPath: path) }
         // Unreachable servers: the refusal comes from parsing alone.
-        let child = try ChildProcess([pushctl, "feedback", "import", path, "--app", "com.test.x", "--redis-url", "redis://127.0.0.1:1/0", "--amqp-url", "amqp://guest:guest@127.0.0.1:1/%2f"])
+        let child = try ChildProcess([
+            pushctl, "feedback", "import", path, "--app", "com.test.x", "--redis-url", "redis://127.0.0.1:1/0", "--amqp-url",
+            "amqp://guest:guest@127.0.0.1:1/%2f",
+        ])
         let status = await child.waitForExit(timeout: .seconds(30))
         #expect(status != nil && status != 0)
         #expect(child.output.contains("record 2 at byte 38 is cut short"), "\(child.output)")

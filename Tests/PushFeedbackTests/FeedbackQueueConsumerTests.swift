@@ -1,12 +1,12 @@
 import AMQP
 import Foundation
 import PushCore
-import PushServiceKit
 import PushFeedback
+import PushServiceKit
 import Redis
 import ServiceLifecycle
-import Testing
 import TestSupport
+import Testing
 import TokenRegistry
 
 /// The `push.feedback` consumer against the shared test RabbitMQ and Redis: CONTRACT.md's
@@ -142,7 +142,10 @@ struct FeedbackQueueConsumerTests {
                 (#"{"app": "\#(fixture.app)", "reason": "Unregistered", "reported_at": 1}"#, "token: is required"),
                 (#"{"app": "\#(fixture.app)", "token": "xyz", "reason": "Unregistered", "reported_at": 1}"#, "token: must be hexadecimal"),
                 (#"{"app": "\#(fixture.app)", "token": "\#(token.hex)", "reason": "BadTopic", "reported_at": 1}"#, "reason: must be one of"),
-                (#"{"app": "com.example.unknown", "token": "\#(token.hex)", "reason": "Unregistered", "reported_at": 1}"#, "app: names no configured app"),
+                (
+                    #"{"app": "com.example.unknown", "token": "\#(token.hex)", "reason": "Unregistered", "reported_at": 1}"#,
+                    "app: names no configured app"
+                ),
                 (#"{"app": "\#(fixture.app)", "token": "\#(token.hex)", "reason": "Unregistered", "reported_at": "soon"}"#, "reported_at: must be"),
             ]
             try await fixture.runConsumer { _ in

@@ -6,8 +6,8 @@ import PushServiceKit
 import Redis
 import ServiceLifecycle
 import Synchronization
-import Testing
 import TestSupport
+import Testing
 import TokenRegistry
 
 /// A fresh push topology (own queue prefix), Redis key prefix and app per test, against the shared
@@ -68,7 +68,9 @@ struct FeedbackFixture: Sendable {
     /// Runs push-feedback as the executable wires it (``buildPushFeedback``: the consumer, and the
     /// sweeper, idle with `staleDays` 0) while `body` runs, then shuts it down gracefully and waits for
     /// it to return (failing the test if it takes more than 15 s).
-    func runConsumer(configuration: FeedbackConfiguration = FeedbackConfiguration(batchSize: 50, batchesInFlight: 3), _ body: (ServiceGroup) async throws -> Void) async throws {
+    func runConsumer(
+        configuration: FeedbackConfiguration = FeedbackConfiguration(batchSize: 50, batchesInFlight: 3), _ body: (ServiceGroup) async throws -> Void
+    ) async throws {
         let dependencies = ServiceDependencies(
             amqp: amqp, redis: registryRedis, queues: names, keyPrefix: keyPrefix, logger: Self.logger, now: { 50_000 })
         let services = buildPushFeedback(dependencies, configuration: configuration, apps: apps, metrics: metrics)

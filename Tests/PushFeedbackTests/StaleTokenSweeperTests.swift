@@ -1,8 +1,8 @@
 import Foundation
 import PushCore
 import Redis
-import Testing
 import TestSupport
+import Testing
 import TokenRegistry
 
 @testable import PushFeedback
@@ -18,7 +18,8 @@ struct StaleTokenSweeperTests {
             remover: fixture.remover(),
             redis: fixture.redis,
             apps: [fixture.app],
-            configuration: FeedbackConfiguration(staleDays: 30, sweepInterval: .seconds(3600), sweepRate: 100_000, sweepBatchSize: batch, keyPrefix: fixture.registry.keyPrefix),
+            configuration: FeedbackConfiguration(
+                staleDays: 30, sweepInterval: .seconds(3600), sweepRate: 100_000, sweepBatchSize: batch, keyPrefix: fixture.registry.keyPrefix),
             logger: FeedbackFixture.logger,
             now: { Self.now }
         )
@@ -72,7 +73,8 @@ struct StaleTokenSweeperTests {
             #expect(first.next != "0")
             for token in first.tokens { try await fixture.registry.delete(app: fixture.app, token: token) }
             let keys = SweepKeys(prefix: fixture.registry.keyPrefix, app: fixture.app)
-            try await fixture.redis.execute("HSET", keys.state, "cursor", first.next, "scanned", String(first.tokens.count), "removed", String(first.tokens.count))
+            try await fixture.redis.execute(
+                "HSET", keys.state, "cursor", first.next, "scanned", String(first.tokens.count), "removed", String(first.tokens.count))
 
             _ = try await sweeper(fixture, batch: 5).sweep(app: fixture.app)
             #expect(try await fixture.members(fixture.keys.tokens).isEmpty)

@@ -2,8 +2,8 @@ import Foundation
 import PushCore
 import PushFeedback
 import Redis
-import Testing
 import TestSupport
+import Testing
 import TokenRegistry
 
 /// The shared removal step and the legacy import, against the shared test Redis and RabbitMQ.
@@ -34,7 +34,8 @@ struct TokenRemoverTests {
             let forgetful = fixture.remover(noteLifetime: .zero)
             let otherReport = InvalidTokenReport(app: fixture.app, token: other, reason: "BadDeviceToken", invalidSince: 2_000)
             _ = try await forgetful.remove([otherReport], now: 7_000, reannounce: { _ in true })
-            #expect(try await forgetful.remove([otherReport], now: 8_000, reannounce: { _ in true })[0].outcome.get() == .notFound(earlierRemoval: nil))
+            #expect(
+                try await forgetful.remove([otherReport], now: 8_000, reannounce: { _ in true })[0].outcome.get() == .notFound(earlierRemoval: nil))
             #expect(try await fixture.redis.execute("EXISTS", fixture.keys.removalNote(other)).integer == 0)
         }
     }
@@ -66,13 +67,16 @@ struct TokenRemoverTests {
             let unknown = fixture.token(3)
             try await fixture.register(gone, user: "erin", topics: ["news"], at: 1_000_000)
             try await fixture.register(back, user: "erin", at: 5_000_000)
-            let stream = LegacyFeedbackStream.encode([(time: 2_000, token: gone), (time: 3_000, token: back), (time: 2_000, token: unknown), (time: 1_000, token: gone)])
+            let stream = LegacyFeedbackStream.encode([
+                (time: 2_000, token: gone), (time: 3_000, token: back), (time: 2_000, token: unknown), (time: 1_000, token: gone),
+            ])
             let parsed = try LegacyFeedbackImport.reports(from: stream, app: fixture.app)
             #expect(parsed.records == 4)
             #expect(parsed.reports.count == 3, "a token listed twice counts once")
             var progress: [Int] = []
             let summary = try await LegacyFeedbackImport.apply(
-                parsed.reports, records: parsed.records, remover: fixture.remover(), batchSize: 2, now: { 9_000_000 }, progress: { progress.append($0) }
+                parsed.reports, records: parsed.records, remover: fixture.remover(), batchSize: 2, now: { 9_000_000 },
+                progress: { progress.append($0) }
             )
             #expect(progress == [2, 3])
             #expect(summary.tally.removed == 1 && summary.tally.kept == 1 && summary.tally.notFound == 1)
@@ -100,7 +104,10 @@ struct TokenRemoverTests {
             try await fixture.register(second, at: 1_000)
             let whole = LegacyFeedbackStream.encode([(time: 2_000, token: first), (time: 2_000, token: second)])
             let truncated = Array(whole.dropLast(5))
-            #expect(throws: FeedbackError(.truncatedStream, field: "stream", "record 2 at byte 38 is cut short: its 32-byte token has only 27 bytes", offset: 38)) {
+            #expect(
+                throws: FeedbackError(
+                    .truncatedStream, field: "stream", "record 2 at byte 38 is cut short: its 32-byte token has only 27 bytes", offset: 38)
+            ) {
                 try LegacyFeedbackImport.reports(from: truncated, app: fixture.app)
             }
             #expect(try await fixture.members(fixture.keys.tokens) == [first.hex, second.hex].sorted(), "nothing was applied")

@@ -1,6 +1,7 @@
 import PushCore
-@testable import PushIngest
 import Testing
+
+@testable import PushIngest
 
 /// The pure parts behind the HTTP surface: form decoding, legacy parameters, credentials (pinned to
 /// values computed independently with Python's `hashlib`/`hmac`), the timestamp window, constant-time

@@ -2,10 +2,11 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import PushCore
-@testable import PushIngest
-import Testing
 import TestSupport
+import Testing
 import TokenRegistry
+
+@testable import PushIngest
 
 /// The legacy `/register` and `/push_token` forms over real HTTP, against the real Redis.
 ///
@@ -231,7 +232,8 @@ import TokenRegistry
         let harness = try await HTTPIngestHarness.make()
         let token = TestTokens.random()
         try await harness.run { client async throws in
-            let response = try await client.postForm("/push_token", "username=alice%40example.com&token=\(HTTPTesting.formEncoded(HTTPTesting.nsDataDescription(token)))")
+            let response = try await client.postForm(
+                "/push_token", "username=alice%40example.com&token=\(HTTPTesting.formEncoded(HTTPTesting.nsDataDescription(token)))")
             #expect(response.status == .ok)
             #expect(response.text == #"{"ret":0,"msg":"ok"}"#)
             let record = try await harness.record(Self.game, token)

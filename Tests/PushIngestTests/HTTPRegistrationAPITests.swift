@@ -3,8 +3,8 @@ import Hummingbird
 import HummingbirdTesting
 import PushCore
 import PushIngest
-import Testing
 import TestSupport
+import Testing
 
 /// `PUT`/`GET`/`DELETE /v1/apps/{app}/devices/{token}` over real HTTP, against the real Redis.
 @Suite struct HTTPRegistrationAPITests {

@@ -1,5 +1,6 @@
-@testable import PushIngest
 import Testing
+
+@testable import PushIngest
 
 /// The per-connection request-timeout bookkeeping, without a connection: instants are plain integers.
 @Suite struct HTTPRequestDeadlinesTests {

@@ -157,7 +157,9 @@ struct HTTPIngestClient: Sendable {
 
     var port: Int { client.port ?? 0 }
 
-    func put(_ app: String, _ token: String, json: String, key: String? = HTTPIngestHarness.gameKeys[0], contentType: String? = "application/json") async throws -> TestResponse {
+    func put(
+        _ app: String, _ token: String, json: String, key: String? = HTTPIngestHarness.gameKeys[0], contentType: String? = "application/json"
+    ) async throws -> TestResponse {
         var headers: HTTPFields = [:]
         if let key { headers[.authorization] = "Bearer \(key)" }
         if let contentType { headers[.contentType] = contentType }

@@ -6,8 +6,8 @@ import PushServiceKit
 import Redis
 import ServiceLifecycle
 import Synchronization
-import Testing
 import TestSupport
+import Testing
 import TokenRegistry
 
 /// The `push.registrations` consumer against the shared test RabbitMQ and Redis
@@ -18,7 +18,8 @@ struct RegistrationQueueConsumerTests {
     @Test func aValidRegistrationLandsInRedisAndRedeliveryIsHarmless() async throws {
         try await withRegistrationQueueFixture("valid") { fixture in
             let token = fixture.token(1)
-            let body = #"{"app": "\#(fixture.app)", "token": "\#(token.hex)", "user": "alice", "locale": "de-CH", "topics": ["news", "sports"], "settings": {"badge": false}}"#
+            let body =
+                #"{"app": "\#(fixture.app)", "token": "\#(token.hex)", "user": "alice", "locale": "de-CH", "topics": ["news", "sports"], "settings": {"badge": false}}"#
             try await fixture.run { _ in
                 try await fixture.publish(body)
                 let record = try await fixture.eventuallyRecord(token) { $0 != nil }

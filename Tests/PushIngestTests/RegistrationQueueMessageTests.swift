@@ -39,7 +39,9 @@ struct RegistrationQueueMessageTests {
         #expect(token.hex == Self.token)
         #expect(registration == DeviceRegistration(user: "alice", topics: ["news"]))
         #expect(message.operationName == "upsert")
-        #expect(try decode(#"{"app": "\#(Self.app)", "token": "\#(Self.token)", "op": "upsert"}"#) == .upsert(app: app, token: token, registration: DeviceRegistration()))
+        #expect(
+            try decode(#"{"app": "\#(Self.app)", "token": "\#(Self.token)", "op": "upsert"}"#)
+                == .upsert(app: app, token: token, registration: DeviceRegistration()))
     }
 
     @Test func aDeleteNeedsOnlyAppAndToken() throws {
@@ -70,6 +72,7 @@ struct RegistrationQueueMessageTests {
     }
 
     @Test func theUnknownAppIsNamedInTheReason() {
-        #expect(failure(#"{"app": "com.example.other", "token": "\#(Self.token)"}"#)?.message == #"app: names no configured app: "com.example.other""#)
+        #expect(
+            failure(#"{"app": "com.example.other", "token": "\#(Self.token)"}"#)?.message == #"app: names no configured app: "com.example.other""#)
     }
 }

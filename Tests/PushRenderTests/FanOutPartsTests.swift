@@ -1,7 +1,8 @@
 import APNs
 import PushCore
-@testable import PushRender
 import Testing
+
+@testable import PushRender
 
 /// The pure parts of the fan-out: resumable positions and token dedupe.
 @Suite("Fan-out parts: positions and dedupe")

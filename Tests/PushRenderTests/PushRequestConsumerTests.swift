@@ -2,25 +2,30 @@ import AMQP
 import Foundation
 import PushCore
 import PushServiceKit
-@testable import PushRender
 import Redis
 import ServiceLifecycle
-import Testing
-import TestSupport
-import TokenRegistry
 import Synchronization
+import TestSupport
+import Testing
+import TokenRegistry
+
+@testable import PushRender
 
 /// push-render's consumer against the shared test RabbitMQ and Redis; fails when either is not running.
 @Suite("push-render against real RabbitMQ and Redis", .timeLimit(.minutes(3)))
 struct PushRequestConsumerTests {
     @Test func usersGetTheirEnvironmentLocaleAndSettings() async throws {
         try await withRenderFixture("users") { fixture in
-            let aliceEN = fixture.token(1), aliceDE = fixture.token(2), bob = fixture.token(3), carol = fixture.token(4)
+            let aliceEN = fixture.token(1)
+            let aliceDE = fixture.token(2)
+            let bob = fixture.token(3)
+            let carol = fixture.token(4)
             try await fixture.register(aliceEN, DeviceRegistration(user: "alice", locale: "en-US", environment: .production))
             try await fixture.register(
                 aliceDE, DeviceRegistration(user: "alice", locale: "de_CH", environment: .sandbox, settings: NotificationSettings(sound: false)))
             try await fixture.register(bob, DeviceRegistration(user: "bob", locale: "zh-Hant-TW", settings: NotificationSettings(alert: false)))
-            try await fixture.register(carol, DeviceRegistration(user: "carol", settings: NotificationSettings(alert: false, badge: false, sound: false)))
+            try await fixture.register(
+                carol, DeviceRegistration(user: "carol", settings: NotificationSettings(alert: false, badge: false, sound: false)))
             let request = #"""
                 {"id": "users-1", "app": "\#(fixture.app)", "to": {"users": ["alice", "bob", "carol", "nobody"]}, "localize": "server",
                  "payload": {"aps": {"alert": {"loc-key": "GAME_PLAY_REQUEST_FORMAT", "loc-args": ["Jenna", "Frank"]}, "badge": 2, "sound": "ping.aiff"}, "game": 7},
@@ -42,9 +47,13 @@ struct PushRequestConsumerTests {
             }
             #expect(Set(byToken.keys) == [aliceEN.hex, aliceDE.hex, bob.hex], "carol's device has nothing to show")
             #expect(byToken[aliceEN.hex]?.environment == .production)
-            #expect(byToken[aliceEN.hex]?.payload == #"{"aps":{"alert":{"body":"Jenna and Frank have invited you to play Monopoly"},"badge":2,"sound":"ping.aiff"},"game":7}"#)
+            #expect(
+                byToken[aliceEN.hex]?.payload
+                    == #"{"aps":{"alert":{"body":"Jenna and Frank have invited you to play Monopoly"},"badge":2,"sound":"ping.aiff"},"game":7}"#)
             #expect(byToken[aliceDE.hex]?.environment == .sandbox)
-            #expect(byToken[aliceDE.hex]?.payload == #"{"aps":{"alert":{"body":"Jenna und Frank haben dich zu Monopoly eingeladen"},"badge":2},"game":7}"#)
+            #expect(
+                byToken[aliceDE.hex]?.payload == #"{"aps":{"alert":{"body":"Jenna und Frank haben dich zu Monopoly eingeladen"},"badge":2},"game":7}"#
+            )
             #expect(byToken[bob.hex]?.environment == .production, "registered without one: the registry stored the default")
             #expect(byToken[bob.hex]?.payload == #"{"aps":{"badge":2,"sound":"ping.aiff"},"game":7}"#)
             #expect(Set(batches.map(\.batchID)) == Set((1...batches.count).map { "users-1/\($0)" }))
@@ -57,11 +66,13 @@ struct PushRequestConsumerTests {
 
     @Test func listedTokensUnknownToTheRegistryGetTheAppDefaults() async throws {
         try await withRenderFixture("tokens") { fixture in
-            let known = fixture.token(10), unknown = fixture.token(11)
+            let known = fixture.token(10)
+            let unknown = fixture.token(11)
             try await fixture.register(known, DeviceRegistration(environment: .production, settings: NotificationSettings(badge: false)))
             try await fixture.run { _ in
                 try await fixture.publish(
-                    #"{"id": "tokens-1", "app": "\#(fixture.app)", "to": {"tokens": ["\#(known.hex)", "\#(unknown.hex.uppercased())"]}, "payload": {"aps": {"alert": "Hi", "badge": 1}}}"#)
+                    #"{"id": "tokens-1", "app": "\#(fixture.app)", "to": {"tokens": ["\#(known.hex)", "\#(unknown.hex.uppercased())"]}, "payload": {"aps": {"alert": "Hi", "badge": 1}}}"#
+                )
                 try await fixture.waitUntilDone("tokens-1")
             }
             let batches = try await fixture.drainBatches()
@@ -81,18 +92,29 @@ struct PushRequestConsumerTests {
             try await fixture.register(token, DeviceRegistration(user: "dora"))
             let invalid: [(body: String, reason: String)] = [
                 ("{not json", "body: is not valid JSON"),
-                (#"{"id": "x", "app": "com.example.unknown", "to": {"all": true}, "payload": {"aps": {"alert": "x"}}}"#, "app: names no configured app"),
-                (#"{"id": "x", "app": "\#(fixture.app)", "to": {"all": true}, "payload": {"aps": {"badge": "1"}}}"#, "payload.aps.badge: must be a whole number"),
-                (#"{"id": "x", "app": "\#(fixture.app)", "to": {"all": true}, "payload": {"aps": {"content-available": 1, "sound": "a"}}, "push_type": "background"}"#,
-                 "payload.aps.sound: a background push carries only content-available"),
-                (#"{"id": "x", "app": "\#(fixture.app)", "to": {"all": true}, "payload": {"aps": {"badge": 1}, "blob": "\#(String(repeating: "z", count: 4100))"}}"#,
-                 "payload: the rendered payload is"),
+                (
+                    #"{"id": "x", "app": "com.example.unknown", "to": {"all": true}, "payload": {"aps": {"alert": "x"}}}"#,
+                    "app: names no configured app"
+                ),
+                (
+                    #"{"id": "x", "app": "\#(fixture.app)", "to": {"all": true}, "payload": {"aps": {"badge": "1"}}}"#,
+                    "payload.aps.badge: must be a whole number"
+                ),
+                (
+                    #"{"id": "x", "app": "\#(fixture.app)", "to": {"all": true}, "payload": {"aps": {"content-available": 1, "sound": "a"}}, "push_type": "background"}"#,
+                    "payload.aps.sound: a background push carries only content-available"
+                ),
+                (
+                    #"{"id": "x", "app": "\#(fixture.app)", "to": {"all": true}, "payload": {"aps": {"badge": 1}, "blob": "\#(String(repeating: "z", count: 4100))"}}"#,
+                    "payload: the rendered payload is"
+                ),
             ]
             try await fixture.run { _ in
                 for (index, message) in invalid.enumerated() {
                     try await fixture.publish(message.body, headers: ["x-test-index": .int64(Int64(index))], messageID: "m-\(index)")
                 }
-                try await fixture.publish(#"{"id": "after", "app": "\#(fixture.app)", "to": {"users": ["dora"]}, "payload": {"aps": {"alert": "still here"}}}"#)
+                try await fixture.publish(
+                    #"{"id": "after", "app": "\#(fixture.app)", "to": {"users": ["dora"]}, "payload": {"aps": {"alert": "still here"}}}"#)
                 try await fixture.waitUntilDone("after")
                 let dead = try await fixture.receive(from: fixture.names.dead, count: invalid.count)
                 for delivery in dead {
@@ -143,7 +165,8 @@ struct PushRequestConsumerTests {
             let tokens = try await fixture.registerMany(5000, topic: "sale")
             let body = #"{"id": "resume-1", "app": "\#(fixture.app)", "to": {"topic": "sale"}, "payload": {"aps": {"alert": "Sale!"}}}"#
             let request = try PushRequest(body: Array(body.utf8), apps: fixture.apps)
-            let store = RenderProgressStore(redis: fixture.redis, keyPrefix: fixture.keyPrefix, progressTTL: .seconds(600), leaseDuration: configuration.leaseDuration)
+            let store = RenderProgressStore(
+                redis: fixture.redis, keyPrefix: fixture.keyPrefix, progressTTL: .seconds(600), leaseDuration: configuration.leaseDuration)
             guard case .claimed(let progress) = try await store.claim(app: fixture.app, requestID: request.id, owner: "crashed-instance") else {
                 throw TestFailure("could not claim")
             }
@@ -154,7 +177,8 @@ struct PushRequestConsumerTests {
                 request: request, renderer: NotificationRenderer(request: request, catalogs: fixture.catalogs), dependencies: dependencies,
                 logger: renderTestLogger)
             let rounds = RoundCounter(limit: 2)
-            let outcome = try await fanOut.run(from: progress, scanEpoch: try await store.scanEpoch(), owner: "crashed-instance", shouldStop: { rounds.next() })
+            let outcome = try await fanOut.run(
+                from: progress, scanEpoch: try await store.scanEpoch(), owner: "crashed-instance", shouldStop: { rounds.next() })
             guard case .stopped(let stopped) = outcome else { throw TestFailure("expected a stop, got \(outcome)") }
             let published = try await fixture.amqp.queueStatus(fixture.names.send.name).messages
             #expect(published == stopped.sequence)
@@ -187,7 +211,8 @@ struct PushRequestConsumerTests {
             let tokens = try await fixture.registerMany(5000, topic: "sale")
             let body = #"{"id": "restart-1", "app": "\#(fixture.app)", "to": {"topic": "sale"}, "payload": {"aps": {"alert": "Sale!"}}}"#
             let request = try PushRequest(body: Array(body.utf8), apps: fixture.apps)
-            let store = RenderProgressStore(redis: fixture.redis, keyPrefix: fixture.keyPrefix, progressTTL: .seconds(600), leaseDuration: configuration.leaseDuration)
+            let store = RenderProgressStore(
+                redis: fixture.redis, keyPrefix: fixture.keyPrefix, progressTTL: .seconds(600), leaseDuration: configuration.leaseDuration)
             guard case .claimed(let progress) = try await store.claim(app: fixture.app, requestID: request.id, owner: "first") else {
                 throw TestFailure("could not claim")
             }
@@ -200,12 +225,14 @@ struct PushRequestConsumerTests {
                     metrics: RenderMetrics(), now: { 1_000 }),
                 logger: renderTestLogger)
             let rounds = RoundCounter(limit: 2)
-            guard case .stopped(let stopped) = try await fanOut.run(from: progress, scanEpoch: epoch, owner: "first", shouldStop: { rounds.next() }) else {
+            guard case .stopped(let stopped) = try await fanOut.run(from: progress, scanEpoch: epoch, owner: "first", shouldStop: { rounds.next() })
+            else {
                 throw TestFailure("expected a stop")
             }
             #expect(try await fixture.progress("restart-1")["scan_epoch"] == epoch)
             // As if Redis had restarted since: the saved cursor belongs to another run.
-            _ = try await fixture.redis.execute("HSET", store.progressKey(app: fixture.app, requestID: request.id), "scan_epoch", "a-previous-redis-run")
+            _ = try await fixture.redis.execute(
+                "HSET", store.progressKey(app: fixture.app, requestID: request.id), "scan_epoch", "a-previous-redis-run")
             try await Task.sleep(for: .milliseconds(700))
             try await fixture.run { _ in
                 try await fixture.publish(body)
@@ -215,17 +242,21 @@ struct PushRequestConsumerTests {
             #expect(Set(sent) == Set(tokens.map(\.hex)), "no token skipped")
             #expect(sent.count == 5000, "the part was scanned again from its start, and what was rendered before skipped: \(sent.count)")
             #expect(stopped.tokens >= 2000)
-            #expect(try await fixture.redis.execute("EXISTS", store.renderedKey(app: fixture.app, requestID: request.id)).integer == 0, "dropped when done")
+            #expect(
+                try await fixture.redis.execute("EXISTS", store.renderedKey(app: fixture.app, requestID: request.id)).integer == 0,
+                "dropped when done")
         }
     }
 
     @Test func aLeaseOfAnEarlierDeliveryToThisProcessIsOurs() async throws {
         try await withRenderFixture("lease") { fixture in
-            let store = RenderProgressStore(redis: fixture.redis, keyPrefix: fixture.keyPrefix, progressTTL: .seconds(600), leaseDuration: .seconds(60))
+            let store = RenderProgressStore(
+                redis: fixture.redis, keyPrefix: fixture.keyPrefix, progressTTL: .seconds(600), leaseDuration: .seconds(60))
             guard case .claimed = try await store.claim(app: fixture.app, requestID: "r", owner: "host/1/7/41", instancePrefix: "host/1/7/") else {
                 throw TestFailure("could not claim")
             }
-            #expect(try await store.claim(app: fixture.app, requestID: "r", owner: "host/2/9/1", instancePrefix: "host/2/9/") == .busy, "another process")
+            #expect(
+                try await store.claim(app: fixture.app, requestID: "r", owner: "host/2/9/1", instancePrefix: "host/2/9/") == .busy, "another process")
             guard case .claimed = try await store.claim(app: fixture.app, requestID: "r", owner: "host/1/7/42", instancePrefix: "host/1/7/") else {
                 throw TestFailure("a redelivery to the same process must get the request at once")
             }
@@ -238,9 +269,11 @@ struct PushRequestConsumerTests {
         let configuration = RenderConfiguration(batchSize: 500, roundTokens: 10_000)
         try await withRenderFixture("large", configuration: configuration) { fixture in
             let tokens = try await fixture.registerMany(100_000, topic: "everyone")
-            let body = #"{"id": "large-1", "app": "\#(fixture.app)", "to": {"topic": "everyone"}, "localize": "server", "payload": {"aps": {"alert": {"loc-key": "GAME_PLAY_REQUEST_FORMAT", "loc-args": ["A", "B"]}, "sound": "s.aiff"}}}"#
+            let body =
+                #"{"id": "large-1", "app": "\#(fixture.app)", "to": {"topic": "everyone"}, "localize": "server", "payload": {"aps": {"alert": {"loc-key": "GAME_PLAY_REQUEST_FORMAT", "loc-args": ["A", "B"]}, "sound": "s.aiff"}}}"#
             let request = try PushRequest(body: Array(body.utf8), apps: fixture.apps)
-            let store = RenderProgressStore(redis: fixture.redis, keyPrefix: fixture.keyPrefix, progressTTL: .seconds(600), leaseDuration: .seconds(60))
+            let store = RenderProgressStore(
+                redis: fixture.redis, keyPrefix: fixture.keyPrefix, progressTTL: .seconds(600), leaseDuration: .seconds(60))
             guard case .claimed(let progress) = try await store.claim(app: fixture.app, requestID: request.id, owner: "test") else {
                 throw TestFailure("could not claim")
             }
@@ -313,7 +346,8 @@ struct PushRequestConsumerTests {
     /// sends the request through the retry tier, to find it done later.
     @Test func aRequestAnotherInstanceHoldsGoesToTheRetryTierAndIsLaterAckedAsDone() async throws {
         try await withRenderFixture("busy") { fixture in
-            let store = RenderProgressStore(redis: fixture.redis, keyPrefix: fixture.keyPrefix, progressTTL: .seconds(600), leaseDuration: .seconds(30))
+            let store = RenderProgressStore(
+                redis: fixture.redis, keyPrefix: fixture.keyPrefix, progressTTL: .seconds(600), leaseDuration: .seconds(30))
             guard case .claimed = try await store.claim(app: fixture.app, requestID: "busy-1", owner: "other-instance") else {
                 throw TestFailure("could not claim")
             }
@@ -325,11 +359,14 @@ struct PushRequestConsumerTests {
             let retried = try #require(try await fixture.receive(from: fixture.names.requests.retryQueue(tier: 0), count: 1).first)
             #expect(retried.properties.headers[DeliverySettler.retriesHeader]?.intValue == 1)
             // The other instance finishes; the retried copy is then acked without sending anything.
-            #expect(try await store.save(app: fixture.app, requestID: "busy-1", owner: "other-instance", progress: RenderProgress(isDone: true), now: 1))
-            #expect(try await store.save(app: fixture.app, requestID: "busy-1", owner: "stalled", progress: RenderProgress(), now: 2) == false,
+            #expect(
+                try await store.save(app: fixture.app, requestID: "busy-1", owner: "other-instance", progress: RenderProgress(isDone: true), now: 1))
+            #expect(
+                try await store.save(app: fixture.app, requestID: "busy-1", owner: "stalled", progress: RenderProgress(), now: 2) == false,
                 "a stalled owner cannot undo done")
             #expect(try await fixture.progress("busy-1")["state"] == "done")
-            try await fixture.amqp.publish(AMQPOutboundMessage(exchange: "", routingKey: fixture.names.requests.name, body: retried.body, properties: retried.properties))
+            try await fixture.amqp.publish(
+                AMQPOutboundMessage(exchange: "", routingKey: fixture.names.requests.name, body: retried.body, properties: retried.properties))
             let again = try #require(try await fixture.receive(from: fixture.names.requests.name, count: 1).first)
             await consumer.process(again)
             #expect(try await fixture.amqp.queueStatus(fixture.names.send.name).messages == 0)

@@ -2,8 +2,8 @@ import Foundation
 import PushCore
 import PushRender
 import PushServiceKit
-import Testing
 import TestSupport
+import Testing
 
 /// What push-render reads at start: its settings and the localisation directory (no servers).
 @Suite("push-render configuration and catalogs")
@@ -42,7 +42,8 @@ struct RenderSetupTests {
         let catalogs = try LocalizationCatalogs.load(directory: root.appendingPathComponent("localization").path)
         #expect(Set(catalogs.catalogs.keys) == ["en", "de", "zh-hant"])
         let apps = try AppsFile(apps: [
-            AppConfiguration(bundleID: "com.example.game", apns: .token(AppConfiguration.TokenKey(keyFile: "k.p8", keyID: "ABC123DEFG", teamID: "DEF123GHIJ")))
+            AppConfiguration(
+                bundleID: "com.example.game", apns: .token(AppConfiguration.TokenKey(keyFile: "k.p8", keyID: "ABC123DEFG", teamID: "DEF123GHIJ")))
         ])
         let request = try PushRequest(
             body: Array(

@@ -1,13 +1,14 @@
 import AMQP
 import Foundation
 import PushCore
-@testable import PushRender
 import PushServiceKit
 import Redis
 import ServiceLifecycle
-import Testing
 import TestSupport
+import Testing
 import TokenRegistry
+
+@testable import PushRender
 
 let renderTestLogger = TestLogger.make("render-tests")
 
@@ -50,7 +51,8 @@ struct RenderFixture: Sendable {
                 allMembers.append(token.hex)
                 commands.append(
                     RedisCommand([
-                        "HSET", keys.record(token), "environment", index % 3 == 0 ? "sandbox" : "production", "locale", index % 2 == 0 ? "de-DE" : "en-US",
+                        "HSET", keys.record(token), "environment", index % 3 == 0 ? "sandbox" : "production", "locale",
+                        index % 2 == 0 ? "de-DE" : "en-US",
                         "topics", "[\"\(topic)\"]", "alert", "1", "badge", "1", "sound", index % 5 == 0 ? "0" : "1",
                         "registered_at", "1000", "updated_at", "1000",
                     ]))
@@ -133,12 +135,15 @@ func withRenderFixture(
     let keyPrefix = TestServers.uniqueName("rt")
     let apps = try AppsFile(apps: [.test(app, environment: .sandbox)])
     let amqp = AMQPConnection(
-        configuration: try AMQPConfiguration(url: TestServers.amqpURL, connectionName: "render-tests"), topology: .push(names), logger: renderTestLogger)
+        configuration: try AMQPConfiguration(url: TestServers.amqpURL, connectionName: "render-tests"), topology: .push(names),
+        logger: renderTestLogger)
     let redis = try await TestServers.connectRedis(logger: renderTestLogger)
     var configuration = configuration
     configuration.keyPrefix = keyPrefix
     let catalogs = LocalizationCatalogs(catalogs: [
-        "en": StringsCatalog(strings: ["GAME_PLAY_REQUEST_FORMAT": "%@ and %@ have invited you to play Monopoly", "SHIPPED_TITLE": "Your order has shipped"]),
+        "en": StringsCatalog(strings: [
+            "GAME_PLAY_REQUEST_FORMAT": "%@ and %@ have invited you to play Monopoly", "SHIPPED_TITLE": "Your order has shipped",
+        ]),
         "de": StringsCatalog(strings: ["GAME_PLAY_REQUEST_FORMAT": "%@ und %@ haben dich zu Monopoly eingeladen"]),
         "zh-Hant": StringsCatalog(strings: ["GAME_PLAY_REQUEST_FORMAT": "%@ 和 %@ 邀請你玩《地產大亨》"]),
     ])

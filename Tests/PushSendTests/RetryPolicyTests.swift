@@ -54,6 +54,8 @@ import Testing
         #expect(policy.deferral(retryAfter: .seconds(1), deferrals: .max, expiration: nil, now: now) == .exhausted)
         var report = SendBatchReport(batch: SendBatchReportTests.batch(tokens: 1, expiration: .max), deferrals: RetryPolicy.maximumCount)
         report.record(SendBatchReportTests.token(0), .deferred(reason: "RateLimited", retryAfter: .seconds(1)))
-        #expect(report.plan(policy: policy, now: now, credentialPause: .seconds(1)).failures.keys.sorted() == ["RateLimited"], "dead-lettered, not crashed")
+        #expect(
+            report.plan(policy: policy, now: now, credentialPause: .seconds(1)).failures.keys.sorted() == ["RateLimited"],
+            "dead-lettered, not crashed")
     }
 }

@@ -137,9 +137,13 @@ import Testing
         }
         #expect(key.keyID == "ABC123DEFG" && key.teamID == "DEF123GHIJ")
         #expect(try APNsEndpoint.forEnvironment(.production, override: nil) == .production)
-        #expect(try APNsEndpoint.forEnvironment(.production, override: URL(string: "https://127.0.0.1:2197")) == APNsEndpoint(host: "127.0.0.1", port: 2197))
+        #expect(
+            try APNsEndpoint.forEnvironment(.production, override: URL(string: "https://127.0.0.1:2197"))
+                == APNsEndpoint(host: "127.0.0.1", port: 2197))
 
-        let missing = AppConfiguration(bundleID: "com.example.app", apns: .token(.init(keyFile: directory.appendingPathComponent("none.p8").path, keyID: "ABC123DEFG", teamID: "DEF123GHIJ")))
+        let missing = AppConfiguration(
+            bundleID: "com.example.app",
+            apns: .token(.init(keyFile: directory.appendingPathComponent("none.p8").path, keyID: "ABC123DEFG", teamID: "DEF123GHIJ")))
         #expect(throws: APNsCredentialError.self) {
             try APNsClientConfiguration.forApp(missing, environment: .production, endpointOverride: nil, caFile: nil, send: SendConfiguration())
         }

@@ -52,10 +52,11 @@ import Testing
         #expect(plan.failures["RateLimited"] == [t[8]])
         #expect(plan.retried == ["ServiceUnavailable": 2])
         #expect(plan.deferred == ["RateLimited": 1])
-        #expect(plan.feedback == [
-            FeedbackEvent(app: "com.example.app", token: t[2], reason: "Unregistered", timestamp: 1_767_000_000_000, reportedAt: Self.now),
-            FeedbackEvent(app: "com.example.app", token: t[3], reason: "BadDeviceToken", timestamp: nil, reportedAt: Self.now),
-        ])
+        #expect(
+            plan.feedback == [
+                FeedbackEvent(app: "com.example.app", token: t[2], reason: "Unregistered", timestamp: 1_767_000_000_000, reportedAt: Self.now),
+                FeedbackEvent(app: "com.example.app", token: t[3], reason: "BadDeviceToken", timestamp: nil, reportedAt: Self.now),
+            ])
         #expect(plan.credentialProblem == nil && !plan.isUnfinished)
 
         let messages = plan.messages(queues: Self.queues)
@@ -77,7 +78,8 @@ import Testing
         #expect(dead.properties.headers[PushQueues.errorHeader]?.stringValue == "PayloadTooLarge: APNs refused the notification: 413 PayloadTooLarge")
 
         let events = try messages.filter { $0.exchange == Self.queues.eventsExchange }.map { try Self.decode(PushEvent.self, $0) }
-        #expect(events.map(\.routingKey) == ["delivered", "failed.BadDeviceToken", "failed.PayloadTooLarge", "failed.RateLimited", "failed.Unregistered"])
+        #expect(
+            events.map(\.routingKey) == ["delivered", "failed.BadDeviceToken", "failed.PayloadTooLarge", "failed.RateLimited", "failed.Unregistered"])
         #expect(events.first?.count == 2, "delivered now and earlier")
         #expect(messages.filter { $0.exchange == Self.queues.eventsExchange }.allSatisfy { !$0.mandatory })
         #expect(messages.filter { $0.routingKey == Self.queues.feedback.routingKey }.count == 2)
@@ -134,13 +136,18 @@ import Testing
 
     @Test func apnsAnswersAndTransportErrorsAreClassified() {
         #expect(TokenOutcome(response: APNsResponse(status: 200)) == .delivered)
-        #expect(TokenOutcome(response: APNsResponse(status: 410, reason: .unregistered, timestamp: 42)) == .invalidToken(reason: "Unregistered", since: 42))
+        #expect(
+            TokenOutcome(response: APNsResponse(status: 410, reason: .unregistered, timestamp: 42))
+                == .invalidToken(reason: "Unregistered", since: 42))
         #expect(TokenOutcome(response: APNsResponse(status: 400, reason: .badDeviceToken)) == .invalidToken(reason: "BadDeviceToken", since: nil))
-        #expect(TokenOutcome(response: APNsResponse(status: 400, reason: .deviceTokenNotForTopic)) == .invalidToken(reason: "DeviceTokenNotForTopic", since: nil))
+        #expect(
+            TokenOutcome(response: APNsResponse(status: 400, reason: .deviceTokenNotForTopic))
+                == .invalidToken(reason: "DeviceTokenNotForTopic", since: nil))
         #expect(TokenOutcome(response: APNsResponse(status: 429, reason: .tooManyRequests)) == .retry(reason: "TooManyRequests"))
         #expect(TokenOutcome(response: APNsResponse(status: 500)) == .retry(reason: "InternalServerError"))
         #expect(TokenOutcome(response: APNsResponse(status: 503, reason: .serviceUnavailable)) == .retry(reason: "ServiceUnavailable"))
-        #expect(TokenOutcome(response: APNsResponse(status: 403, reason: .invalidProviderToken)) == .credentialProblem(reason: "InvalidProviderToken"))
+        #expect(
+            TokenOutcome(response: APNsResponse(status: 403, reason: .invalidProviderToken)) == .credentialProblem(reason: "InvalidProviderToken"))
         #expect(TokenOutcome(response: APNsResponse(status: 403, reason: .badCertificate)) == .credentialProblem(reason: "BadCertificate"))
         if case .permanent(let reason, _) = TokenOutcome(response: APNsResponse(status: 413, reason: .payloadTooLarge)) {
             #expect(reason == "PayloadTooLarge")

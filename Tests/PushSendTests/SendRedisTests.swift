@@ -1,8 +1,8 @@
 import PushCore
 import RateLimiting
 import Redis
-import Testing
 import TestSupport
+import Testing
 
 @testable import PushSend
 

@@ -2,8 +2,8 @@ import AMQP
 import Foundation
 import PushCore
 import PushSend
-import Testing
 import TestSupport
+import Testing
 
 /// push-send under trouble, with 20,000 tokens each: apns-sandbox faults (10% 503, 5% 429, GOAWAY
 /// every 1,000 streams), and `kill -9` of the built executable in the middle of a run.
@@ -91,7 +91,8 @@ struct SendResilienceTests {
         try await withSendService("kill") { fixture in
             let appsFile = fixture.directory.appendingPathComponent("apps.json").path
             let keyFile = fixture.directory.appendingPathComponent("AuthKey.p8").path
-            try #"{"apps": {"\#(fixture.app)": {"apns": {"key_file": "\#(keyFile)", "key_id": "ABC123DEFG", "team_id": "DEF123GHIJ"}, "rate_limits": {"per_device_per_hour": 1000, "per_app_per_second": 1000000}}}}"#
+            try
+                #"{"apps": {"\#(fixture.app)": {"apns": {"key_file": "\#(keyFile)", "key_id": "ABC123DEFG", "team_id": "DEF123GHIJ"}, "rate_limits": {"per_device_per_hour": 1000, "per_app_per_second": 1000000}}}}"#
                 .write(toFile: appsFile, atomically: true, encoding: .utf8)
             let tokens = SendServiceFixture.tokens(Self.tokenCount)
             try await fixture.publish(Self.batches(fixture, tokens: tokens))
@@ -125,7 +126,10 @@ struct SendResilienceTests {
             let metrics = try await SandboxProcess.curl(
                 url: "http://127.0.0.1:\(adminPort)/metrics", method: "GET", headers: [], body: nil, arguments: [], directory: fixture.directory
             )
-            for name in ["push_send_delivered_total", "push_send_notifications_sent_total", "push_send_apns_latency_seconds_bucket", "push_send_open_connections", "push_send_in_flight", "push_send_window_size", "push_send_batches_total"] {
+            for name in [
+                "push_send_delivered_total", "push_send_notifications_sent_total", "push_send_apns_latency_seconds_bucket",
+                "push_send_open_connections", "push_send_in_flight", "push_send_window_size", "push_send_batches_total",
+            ] {
                 #expect(metrics.body.contains(name), "\(name) in /metrics")
             }
             #expect(metrics.body.contains("push_send_duplicates_skipped_total"), "the restart skipped what the first run had delivered")

@@ -8,8 +8,8 @@ import PushServiceKit
 import Redis
 import ServiceLifecycle
 import Synchronization
-import Testing
 import TestSupport
+import Testing
 
 /// push-send wired as the executable wires it (``PushSendService`` with real ``APNs/APNsClient``s),
 /// against the shared test RabbitMQ and Redis and a private `apns-sandbox`. Each fixture has its own
@@ -30,7 +30,10 @@ final class SendServiceFixture: Sendable {
     /// connection of its own, so observing never disturbs push-send's connection).
     let eventLog = SendEventLog()
 
-    init(names: PushQueues, app: String, apps: AppsFile, sandbox: SandboxProcess, amqp: AMQPConnection, redis: RedisClient, directory: URL, send: SendConfiguration) {
+    init(
+        names: PushQueues, app: String, apps: AppsFile, sandbox: SandboxProcess, amqp: AMQPConnection, redis: RedisClient, directory: URL,
+        send: SendConfiguration
+    ) {
         self.names = names
         self.app = app
         self.apps = apps

@@ -2,8 +2,8 @@ import AMQP
 import Foundation
 import PushCore
 import PushSend
-import Testing
 import TestSupport
+import Testing
 
 /// push-send end to end: real RabbitMQ and Redis (`make test`'s), a private `apns-sandbox`, the real
 /// APNs client. Each outcome path, retry tiers, expiration, rate limits and credential pauses.
@@ -28,7 +28,9 @@ struct SendServiceTests {
             }
             #expect(try await fixture.messages(in: fixture.names.send.name) == 0)
             #expect(try await fixture.messages(in: fixture.names.dead) == 0)
-            let delivery = try #require(try await fixture.sandbox.admin("GET", "/deliveries?token=\(tokens[0])").json?["deliveries"] as? [[String: Any]]).first
+            let delivery = try #require(
+                try await fixture.sandbox.admin("GET", "/deliveries?token=\(tokens[0])").json?["deliveries"] as? [[String: Any]]
+            ).first
             let headers = delivery?["headers"] as? [String: Any]
             #expect(headers?["apns-topic"] as? String == fixture.app)
             #expect(headers?["apns-push-type"] as? String == "alert")
@@ -65,7 +67,8 @@ struct SendServiceTests {
                 _ = try await fixture.events(untilDelivered: 2)
             }
             let headers = { (token: String) async throws -> [String: Any]? in
-                try #require(try await fixture.sandbox.admin("GET", "/deliveries?token=\(token)").json?["deliveries"] as? [[String: Any]]).first?["headers"] as? [String: Any]
+                try #require(try await fixture.sandbox.admin("GET", "/deliveries?token=\(token)").json?["deliveries"] as? [[String: Any]]).first?[
+                    "headers"] as? [String: Any]
             }
             #expect(try await headers(plain.tokens[0])?["apns-collapse-id"] == nil)
             #expect(try await headers(named.tokens[0])?["apns-collapse-id"] as? String == "score-update")
@@ -80,7 +83,11 @@ struct SendServiceTests {
             let key = ledger.key(app: fixture.app, markSet: batch.effectiveMarkSet)
             // What a kill -9 leaves: tokens 0 and 1 handed to APNs without an answer recorded, token 2
             // accepted and marked.
-            try await ledger.write([(key, DeliveryMarks.claimedBit(slot: 0)), (key, DeliveryMarks.claimedBit(slot: 1)), (key, DeliveryMarks.claimedBit(slot: 2)), (key, DeliveryMarks.acceptedBit(slot: 2))], value: true)
+            try await ledger.write(
+                [
+                    (key, DeliveryMarks.claimedBit(slot: 0)), (key, DeliveryMarks.claimedBit(slot: 1)), (key, DeliveryMarks.claimedBit(slot: 2)),
+                    (key, DeliveryMarks.acceptedBit(slot: 2)),
+                ], value: true)
             try await fixture.run { _ in
                 try await fixture.publish(batch)
                 let events = try await fixture.events(2)
@@ -165,7 +172,9 @@ struct SendServiceTests {
                 #expect(elapsed >= .seconds(6), "the tiers' delays were honoured: \(elapsed)")
                 let deadBatch = try JSONDecoder().decode(SendBatch.self, from: Data(dead[0].body))
                 #expect(Set(deadBatch.tokens) == Set(tokens) && deadBatch.attempt == 2)
-                #expect(dead[0].properties.headers[PushQueues.errorHeader]?.stringValue?.hasPrefix("ServiceUnavailable: gave up after 3 attempts") == true)
+                #expect(
+                    dead[0].properties.headers[PushQueues.errorHeader]?.stringValue?.hasPrefix("ServiceUnavailable: gave up after 3 attempts") == true
+                )
                 let stats = try await fixture.stats()
                 #expect(number((stats["by_status"] as? [String: Any])?["503"]) == 6, "three tries of two tokens: \(stats)")
                 let events = try await fixture.events(1)
@@ -283,7 +292,10 @@ struct SendServiceTests {
                 [
                     AppConfiguration(
                         bundleID: refused,
-                        apns: .token(.init(keyFile: try SendTestKeys.write(SendTestKeys.otherP8, name: "Other.p8", in: directory), keyID: "ABC123DEFG", teamID: "DEF123GHIJ"))
+                        apns: .token(
+                            .init(
+                                keyFile: try SendTestKeys.write(SendTestKeys.otherP8, name: "Other.p8", in: directory), keyID: "ABC123DEFG",
+                                teamID: "DEF123GHIJ"))
                     )
                 ]
             }

@@ -1,12 +1,13 @@
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import PushServiceKit
 import ServiceLifecycle
 import Synchronization
-import Testing
 import TestSupport
+import Testing
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 
 @Suite("Admin server over HTTP")
 struct AdminServerTests {

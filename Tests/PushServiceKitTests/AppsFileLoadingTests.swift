@@ -37,7 +37,8 @@ struct AppsFileLoadingTests {
 
     @Test func aBadAppsFileNamesTheFileTheAppAndTheField() async throws {
         try await withTemporaryDirectory { directory in
-            let path = try write(Self.app.replacingOccurrences(of: "DEVKEY0001\"", with: "DEVKEY\""), to: directory.appendingPathComponent("apps.json"))
+            let path = try write(
+                Self.app.replacingOccurrences(of: "DEVKEY0001\"", with: "DEVKEY\""), to: directory.appendingPathComponent("apps.json"))
             do {
                 _ = try AppsFile.load(path: path)
                 Issue.record("loaded")

@@ -1,7 +1,7 @@
 import ServiceLifecycle
 import Synchronization
-import Testing
 import TestSupport
+import Testing
 
 @testable import PushServiceKit
 
@@ -95,7 +95,8 @@ struct BoundedConsumerTests {
         let (source, continuation) = AsyncThrowingStream<Int, any Error>.makeStream()
         let started = Load()
         let cancelled = Mutex<[Int]>([])
-        let loop = BoundedConsumer(name: "test consumer", bounds: .init(workers: 4, drainDeadline: .milliseconds(200)), logger: boundedConsumerTestLogger)
+        let loop = BoundedConsumer(
+            name: "test consumer", bounds: .init(workers: 4, drainDeadline: .milliseconds(200)), logger: boundedConsumerTestLogger)
         let service = LoopService {
             try await loop.run(source, ordered: false, stopTaking: { continuation.finish() }) { elements, _ in
                 started.start(elements)

@@ -1,8 +1,8 @@
 import AMQP
 import Foundation
 import PushCore
-import Testing
 import TestSupport
+import Testing
 
 @testable import PushServiceKit
 
@@ -21,7 +21,8 @@ struct DeliverySettlerBrokerTests {
 
             let event = AMQPOutboundMessage(exchange: fixture.names.exchange, routingKey: "dead", body: Array("event".utf8))
             let settled = await fixture.settler.settle(
-                deliveries, [.ackAfterPublishing([event]), .deadLetter(reason: "body: not JSON"), .retry(reason: "Redis down"), .requeue(after: .zero)],
+                deliveries,
+                [.ackAfterPublishing([event]), .deadLetter(reason: "body: not JSON"), .retry(reason: "Redis down"), .requeue(after: .zero)],
                 amqp: fixture.amqp, turn: SettlementTurn(after: nil), logger: settlerTestLogger
             )
             #expect(settled.allSatisfy { if case .settled = $0.outcome { true } else { false } })
@@ -43,7 +44,9 @@ struct DeliverySettlerBrokerTests {
 
             // Settled for good: once the channel closes, nothing unacked goes back to the queue.
             await fixture.amqp.close()
-            #expect(try await withAMQPConnection(name: "settler-tests-admin") { try await $0.queueStatus(fixture.names.registrations.name).messages } == 0)
+            #expect(
+                try await withAMQPConnection(name: "settler-tests-admin") { try await $0.queueStatus(fixture.names.registrations.name).messages } == 0
+            )
         }
     }
 
@@ -87,7 +90,8 @@ private struct SettlerFixture: Sendable {
 
     func publish(_ body: String, messageID: String) async throws {
         let message = AMQPOutboundMessage(
-            exchange: names.exchange, routingKey: names.registrations.routingKey, body: Array(body.utf8), properties: AMQPProperties(messageID: messageID))
+            exchange: names.exchange, routingKey: names.registrations.routingKey, body: Array(body.utf8),
+            properties: AMQPProperties(messageID: messageID))
         try await amqp.publish(message)
     }
 }

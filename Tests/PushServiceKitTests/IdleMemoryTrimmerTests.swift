@@ -1,7 +1,7 @@
 import PushServiceKit
 import Synchronization
-import Testing
 import TestSupport
+import Testing
 
 /// Returning memory to the system once a burst of work is over.
 @Suite struct IdleMemoryTrimmerTests {

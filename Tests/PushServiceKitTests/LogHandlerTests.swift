@@ -1,8 +1,9 @@
 import Foundation
 import Logging
-@testable import PushServiceKit
 import Synchronization
 import Testing
+
+@testable import PushServiceKit
 
 @Suite("Log lines")
 struct LogHandlerTests {
@@ -86,7 +87,9 @@ struct LogHandlerTests {
         }
         let lines = CollectedLines()
         let handler = PushLogHandler(format: .text, label: "l", output: LogOutput { lines.append($0) }, clock: { Self.fixedDate })
-        handler.log(event: LogEvent(level: .error, message: "failed", error: Broken(), metadata: nil, source: nil, file: #fileID, function: #function, line: #line))
+        handler.log(
+            event: LogEvent(
+                level: .error, message: "failed", error: Broken(), metadata: nil, source: nil, file: #fileID, function: #function, line: #line))
         #expect(lines.all.first?.hasPrefix(#"2026-01-01T00:00:00.123Z error l: failed error.message="socket closed" error.type="#) == true)
     }
 
@@ -140,7 +143,10 @@ struct LogHandlerTests {
         let nested = try #require(object["nested"] as? [String: Any])
         #expect(nested["k"] as? String == "v")
         #expect((nested["deeper"] as? [String: Any])?["x"] as? [Any] != nil)
-        #expect(line.hasPrefix(#"{"ts":"2026-01-01T00:00:00.123Z","level":"error","label":"push-send","message":"quote \" backslash \\ newline \n tab \t bell \u0007 ünïcode","#))
+        #expect(
+            line.hasPrefix(
+                #"{"ts":"2026-01-01T00:00:00.123Z","level":"error","label":"push-send","message":"quote \" backslash \\ newline \n tab \t bell \u0007 ünïcode","#
+            ))
     }
 
     @Test func makeHandlerPicksTheFormat() {

@@ -1,6 +1,6 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -71,9 +71,11 @@ import FoundationNetworking
                 "PUSH_HTTP_PORT": String(port), "PUSH_HTTP_HOST": "127.0.0.1",
             ]
         )
-        let answer = try await poll("http://127.0.0.1:\(port)/readyz", until: { status, body in
-            status == 503 && body.contains("127.0.0.1:1")
-        })
+        let answer = try await poll(
+            "http://127.0.0.1:\(port)/readyz",
+            until: { status, body in
+                status == 503 && body.contains("127.0.0.1:1")
+            })
         #expect(answer.body.contains(#""status":"not_ready""#), "\(answer.body)")
         #expect(answer.body.contains(#""redis":"ok""#), "\(answer.body)")
         // Liveness is separate from readiness: the process is healthy while it waits for the broker.

@@ -86,7 +86,8 @@ struct PushctlTests {
         let app = TestServers.uniqueName("com.example.pushctl")
         let token = try DeviceToken(normalizing: String(repeating: "7a", count: 32))
         _ = try await TokenRegistry(redis: redis).upsert(
-            app: app, token: token, registration: DeviceRegistration(user: "alice", topics: ["news"]), defaultEnvironment: .sandbox, now: 1_700_000_000_000
+            app: app, token: token, registration: DeviceRegistration(user: "alice", topics: ["news"]), defaultEnvironment: .sandbox,
+            now: 1_700_000_000_000
         )
         let shown = try await pushctl(["token", "show", "--app", app, "--token", "<\(token.hex.prefix(8)) \(token.hex.dropFirst(8))>"])
         #expect(shown.status == 0, "\(shown.output)")

@@ -1,6 +1,6 @@
 import IOSupport
-import Testing
 import TestSupport
+import Testing
 
 @testable import Redis
 

@@ -1,7 +1,7 @@
 import Foundation
 import Redis
-import Testing
 import TestSupport
+import Testing
 
 /// Against the shared Redis `make test` starts (`TestServers.redisURL`); fails when it is not running.
 @Suite("Redis against a real server", .timeLimit(.minutes(1)))

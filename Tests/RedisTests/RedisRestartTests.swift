@@ -1,6 +1,6 @@
 import Redis
-import Testing
 import TestSupport
+import Testing
 
 /// Against a private Redis (`scripts/redis.sh`, port 36391) that the test stops and starts.
 @Suite("Redis restart", .serialized, .timeLimit(.minutes(1)))

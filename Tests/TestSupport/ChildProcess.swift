@@ -16,7 +16,8 @@ public final class ChildProcess: @unchecked Sendable {
     /// Starts `arguments[0]` (an absolute path) with `arguments`, and `environment` added to (or
     /// replacing keys of) this process's environment.
     public init(_ arguments: [String], environment: [String: String] = [:]) throws {
-        outputPath = FileManager.default.temporaryDirectory
+        outputPath =
+            FileManager.default.temporaryDirectory
             .appendingPathComponent("child-\(URL(fileURLWithPath: arguments[0]).lastPathComponent)-\(UUID().uuidString).log").path
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
@@ -37,10 +38,11 @@ public final class ChildProcess: @unchecked Sendable {
         posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
         // posix_spawn has no "close everything else": run through bash, which closes fds > 2 first.
-        let command = [
-            "/bin/bash", "-c",
-            #"for fd in /proc/$$/fd/*; do n=${fd##*/}; [ "$n" -gt 2 ] && eval "exec $n>&-"; done; exec "$0" "$@""#,
-        ] + arguments
+        let command =
+            [
+                "/bin/bash", "-c",
+                #"for fd in /proc/$$/fd/*; do n=${fd##*/}; [ "$n" -gt 2 ] && eval "exec $n>&-"; done; exec "$0" "$@""#,
+            ] + arguments
         var merged = ProcessInfo.processInfo.environment
         merged.merge(environment) { $1 }
         var argv: [UnsafeMutablePointer<CChar>?] = command.map { strdup($0) } + [nil]

@@ -92,7 +92,9 @@ public final class SandboxProcess: @unchecked Sendable {
         try await Self.curl(url: "http://127.0.0.1:\(adminPort)\(path)", method: method, headers: [], body: body, arguments: [], directory: directory)
     }
 
-    public static func curl(url: String, method: String, headers: [(String, String)], body: String?, arguments: [String], directory: URL) async throws -> CurlResult {
+    public static func curl(
+        url: String, method: String, headers: [(String, String)], body: String?, arguments: [String], directory: URL
+    ) async throws -> CurlResult {
         let id = UUID().uuidString
         let headerFile = directory.appendingPathComponent("h-\(id)").path
         let bodyFile = directory.appendingPathComponent("b-\(id)").path

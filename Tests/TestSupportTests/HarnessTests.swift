@@ -1,8 +1,8 @@
 import PushCore
 import ServiceLifecycle
 import Synchronization
-import Testing
 import TestSupport
+import Testing
 
 /// The harness's own promises, since every suite's verdicts rest on them: a service group that does
 /// not stop in time fails the test (and is cancelled), a failing body still shuts the group down,
@@ -42,7 +42,10 @@ struct HarnessTests {
     @Test func eventuallyReturnsOnceTrueAndFailsNamingWhatNeverHappened() async throws {
         let polls = Mutex(0)
         try await eventually("the third poll", timeout: .seconds(5), poll: .milliseconds(1)) {
-            polls.withLock { $0 += 1; return $0 == 3 }
+            polls.withLock {
+                $0 += 1
+                return $0 == 3
+            }
         }
         let error = await #expect(throws: TestFailure.self) {
             try await eventually("never", timeout: .milliseconds(50), poll: .milliseconds(5)) { false }
@@ -62,7 +65,10 @@ struct HarnessTests {
         }
         #expect(cleaned.isSet)
         await #expect(throws: CleanUpFailure.self) {
-            try await withCleanUp {} cleanUp: { throw CleanUpFailure() }
+            try await withCleanUp {
+            } cleanUp: {
+                throw CleanUpFailure()
+            }
         }
     }
 

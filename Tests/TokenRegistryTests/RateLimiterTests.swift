@@ -1,8 +1,8 @@
 import Foundation
 import RateLimiting
 import Redis
-import Testing
 import TestSupport
+import Testing
 
 /// The GCRA arithmetic alone, with a hand-driven clock (µs).
 @Suite("GCRA arithmetic")

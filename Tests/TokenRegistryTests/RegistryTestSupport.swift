@@ -28,7 +28,8 @@ enum RegistryTesting {
 
     /// Deletes every key of `app` under `prefix`.
     static func cleanUp(_ redis: RedisClient, prefix: String = "push", app: String) async throws {
-        let pattern = RegistryKeys(prefix: prefix, app: app).base.replacingOccurrences(of: "{", with: "\\{")
+        let pattern =
+            RegistryKeys(prefix: prefix, app: app).base.replacingOccurrences(of: "{", with: "\\{")
             .replacingOccurrences(of: "}", with: "\\}") + "*"
         try await redis.deleteKeys(matching: pattern)
     }

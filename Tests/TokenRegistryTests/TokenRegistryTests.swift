@@ -1,8 +1,8 @@
 import Foundation
 import PushCore
 import Redis
-import Testing
 import TestSupport
+import Testing
 import TokenRegistry
 
 /// Against the shared test Redis (`TestServers.redisURL`); fails when it is not running. Each test
@@ -352,7 +352,13 @@ struct TokenRegistryTests {
         let token = RegistryTesting.token(13)
 
         let operations: [(String, @Sendable () async throws(RegistryError) -> Void)] = [
-            ("upsert", { () throws(RegistryError) in _ = try await registry.upsert(app: "com.test.down", token: token, registration: DeviceRegistration(), defaultEnvironment: .production, now: 1) }),
+            (
+                "upsert",
+                { () throws(RegistryError) in
+                    _ = try await registry.upsert(
+                        app: "com.test.down", token: token, registration: DeviceRegistration(), defaultEnvironment: .production, now: 1)
+                }
+            ),
             ("record", { () throws(RegistryError) in _ = try await registry.record(app: "com.test.down", token: token) }),
             ("delete", { () throws(RegistryError) in _ = try await registry.delete(app: "com.test.down", token: token) }),
             ("scan", { () throws(RegistryError) in for try await _ in registry.tokens(app: "com.test.down") {} }),

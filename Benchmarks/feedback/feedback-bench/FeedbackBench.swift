@@ -43,7 +43,8 @@ struct FeedbackBench {
         }
 
         let amqp = AMQPConnection(
-            configuration: try AMQPConfiguration(url: environment["PUSH_AMQP_URL"] ?? "amqp://guest:guest@127.0.0.1:5672/%2f", connectionName: "feedback-bench"),
+            configuration: try AMQPConfiguration(
+                url: environment["PUSH_AMQP_URL"] ?? "amqp://guest:guest@127.0.0.1:5672/%2f", connectionName: "feedback-bench"),
             topology: topology,
             logger: logger
         )
@@ -97,7 +98,9 @@ struct FeedbackBench {
 
         // Timed: the consumer works the backlog off.
         let apps = try AppsFile(apps: [
-            AppConfiguration(bundleID: app, environment: .production, apns: .token(AppConfiguration.TokenKey(keyFile: "k.p8", keyID: "ABC123DEFG", teamID: "DEF123GHIJ")))
+            AppConfiguration(
+                bundleID: app, environment: .production,
+                apns: .token(AppConfiguration.TokenKey(keyFile: "k.p8", keyID: "ABC123DEFG", teamID: "DEF123GHIJ")))
         ])
         let consumer = FeedbackQueueConsumer(
             amqp: connection,
@@ -143,7 +146,9 @@ struct FeedbackBench {
             "feedback: \(count) events (\(expectedRemoved) removed, \(count - expectedRemoved) kept) in \(String(format: "%.2f", seconds(elapsed))) s = \(Int(rate)) events/s"
                 + " (batch \(configuration.batchSize), \(configuration.batchesInFlight) in flight)"
         )
-        print("token.removed events \(listener ? "stored in the listener's queue: \(removedSoFar)" : "published with no listener bound"); tokens left: \(try await redis.execute("SCARD", keys.tokens).integer ?? -1)")
+        print(
+            "token.removed events \(listener ? "stored in the listener's queue: \(removedSoFar)" : "published with no listener bound"); tokens left: \(try await redis.execute("SCARD", keys.tokens).integer ?? -1)"
+        )
         print("peak RSS of the bench process (setup included): \(peakRSS())")
         // Jiffies are 1/100 s: % of one core = jiffies / seconds.
         let timed = seconds(elapsed)
@@ -174,7 +179,9 @@ struct FeedbackBench {
 
     static func peakRSS() -> String {
         guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return "unknown" }
-        return status.split(separator: "\n").first { $0.hasPrefix("VmHWM") }.map { $0.split(separator: " ", omittingEmptySubsequences: true).dropFirst().joined(separator: " ") } ?? "unknown"
+        return status.split(separator: "\n").first { $0.hasPrefix("VmHWM") }.map {
+            $0.split(separator: " ", omittingEmptySubsequences: true).dropFirst().joined(separator: " ")
+        } ?? "unknown"
     }
 }
 

@@ -77,13 +77,17 @@ struct AMQPBench {
     func run() async throws {
         let queue = "bench.foundation.\(ProcessInfo.processInfo.processIdentifier)"
         let topology = AMQPTopology(queues: [.init(name: queue, arguments: ["x-queue-type": "quorum"])])
-        let publisher = AMQPConnection(configuration: try AMQPConfiguration(url: url, connectionName: "bench-publisher"), topology: topology, logger: logger)
-        let consumer = AMQPConnection(configuration: try AMQPConfiguration(url: url, connectionName: "bench-consumer"), topology: topology, logger: logger)
+        let publisher = AMQPConnection(
+            configuration: try AMQPConfiguration(url: url, connectionName: "bench-publisher"), topology: topology, logger: logger)
+        let consumer = AMQPConnection(
+            configuration: try AMQPConfiguration(url: url, connectionName: "bench-consumer"), topology: topology, logger: logger)
         try await publisher.waitUntilConnected(timeout: .seconds(10))
         try await consumer.waitUntilConnected(timeout: .seconds(10))
         let body = [UInt8](repeating: UInt8(ascii: "x"), count: size)
         let message = AMQPOutboundMessage(exchange: "", routingKey: queue, body: body)
-        print("AMQP \(url.replacingOccurrences(of: #"//[^@]*@"#, with: "//", options: .regularExpression)): \(messages) persistent \(size)-byte messages per phase, one quorum queue, publish batches of \(batch), prefetch \(prefetch)")
+        print(
+            "AMQP \(url.replacingOccurrences(of: #"//[^@]*@"#, with: "//", options: .regularExpression)): \(messages) persistent \(size)-byte messages per phase, one quorum queue, publish batches of \(batch), prefetch \(prefetch)"
+        )
 
         var started = ContinuousClock.now
         try await publish(messages, message, with: publisher)
@@ -161,7 +165,9 @@ struct RedisBench {
         let prefix = "bench:\(ProcessInfo.processInfo.processIdentifier):"
         let value = [UInt8](repeating: UInt8(ascii: "v"), count: 64)
         let keyCount = 10_000
-        print("Redis \(configuration.endpoint): \(operations) operations (SET then GET of 64-byte values over \(keyCount) keys), pipelines of \(depth), one connection")
+        print(
+            "Redis \(configuration.endpoint): \(operations) operations (SET then GET of 64-byte values over \(keyCount) keys), pipelines of \(depth), one connection"
+        )
         let started = ContinuousClock.now
         var done = 0
         while done < operations {

@@ -41,7 +41,8 @@ struct RenderBench: AsyncParsableCommand {
     @Flag(help: "Skip reading the batches back.")
     var noVerify = false
 
-    @Flag(help: "Only fill Redis with the token records (unless it already holds them), then exit: no RabbitMQ, no push-render (make bench-broadcast).")
+    @Flag(
+        help: "Only fill Redis with the token records (unless it already holds them), then exit: no RabbitMQ, no push-render (make bench-broadcast).")
     var fillOnly = false
 
     @Option(help: "Device locales, comma-separated, assigned to the tokens in turn.")
@@ -122,7 +123,8 @@ struct RenderBench: AsyncParsableCommand {
         print("push-render: \(tokens) registered tokens, batches of \(batchSize), idle RSS \(idleRSS / 1024) MB")
         let started = ContinuousClock.now
         try await amqp.publish(
-            AMQPOutboundMessage(exchange: PushQueues.standard.exchange, routingKey: PushQueues.standard.requests.routingKey, body: Array(request.utf8)))
+            AMQPOutboundMessage(
+                exchange: PushQueues.standard.exchange, routingKey: PushQueues.standard.requests.routingKey, body: Array(request.utf8)))
         let progressKey = "push:{\(Self.app)}:render:\(requestID)"
         var peakSampled = 0
         while true {

@@ -69,7 +69,9 @@ struct SendBench: AsyncParsableCommand {
         }
         try await flush()
         let elapsed = ContinuousClock.now - started
-        print("filled \(names.send.name) with \(count) tokens in \(sequence) batches of \(batchSize) in \(String(format: "%.1f", Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)) s")
+        print(
+            "filled \(names.send.name) with \(count) tokens in \(sequence) batches of \(batchSize) in \(String(format: "%.1f", Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)) s"
+        )
         await amqp.close()
     }
 

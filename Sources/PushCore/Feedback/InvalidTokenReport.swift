@@ -134,7 +134,9 @@ public struct InvalidTokenReport: Sendable, Hashable {
             return FeedbackError(.invalidJSON, field: "body", "must be a JSON object (a feedback event)")
         }
         for field in ["timestamp", "reported_at"] {
-            if let number = object[field] as? NSNumber, Int64(exactly: number.doubleValue) == nil || number.doubleValue.rounded() != number.doubleValue {
+            if let number = object[field] as? NSNumber,
+                Int64(exactly: number.doubleValue) == nil || number.doubleValue.rounded() != number.doubleValue
+            {
                 return FeedbackError(.invalidField, field: field, "must be a whole number (ms since 1970), got \(number)")
             }
         }

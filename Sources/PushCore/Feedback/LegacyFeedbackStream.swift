@@ -112,7 +112,8 @@ public enum LegacyFeedbackStream {
             } else {
                 index[record.token] = reports.count
                 reports.append(
-                    InvalidTokenReport(app: app, token: record.token, reason: InvalidTokenReport.legacyFeedbackReason, invalidSince: record.invalidSince)
+                    InvalidTokenReport(
+                        app: app, token: record.token, reason: InvalidTokenReport.legacyFeedbackReason, invalidSince: record.invalidSince)
                 )
             }
         }

@@ -48,13 +48,27 @@ extension JSONValue {
         let hex: [UInt8] = Array("0123456789abcdef".utf8)
         for byte in utf8 {
             switch byte {
-            case UInt8(ascii: "\""): bytes.append(0x5C); bytes.append(0x22)
-            case UInt8(ascii: "\\"): bytes.append(0x5C); bytes.append(0x5C)
-            case 0x0A: bytes.append(0x5C); bytes.append(UInt8(ascii: "n"))
-            case 0x0D: bytes.append(0x5C); bytes.append(UInt8(ascii: "r"))
-            case 0x09: bytes.append(0x5C); bytes.append(UInt8(ascii: "t"))
-            case 0x08: bytes.append(0x5C); bytes.append(UInt8(ascii: "b"))
-            case 0x0C: bytes.append(0x5C); bytes.append(UInt8(ascii: "f"))
+            case UInt8(ascii: "\""):
+                bytes.append(0x5C)
+                bytes.append(0x22)
+            case UInt8(ascii: "\\"):
+                bytes.append(0x5C)
+                bytes.append(0x5C)
+            case 0x0A:
+                bytes.append(0x5C)
+                bytes.append(UInt8(ascii: "n"))
+            case 0x0D:
+                bytes.append(0x5C)
+                bytes.append(UInt8(ascii: "r"))
+            case 0x09:
+                bytes.append(0x5C)
+                bytes.append(UInt8(ascii: "t"))
+            case 0x08:
+                bytes.append(0x5C)
+                bytes.append(UInt8(ascii: "b"))
+            case 0x0C:
+                bytes.append(0x5C)
+                bytes.append(UInt8(ascii: "f"))
             case 0x00..<0x20:
                 bytes.append(contentsOf: [0x5C, UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hex[Int(byte >> 4)], hex[Int(byte & 0x0F)]])
             default: bytes.append(byte)

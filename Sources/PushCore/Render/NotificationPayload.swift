@@ -119,7 +119,8 @@ public struct NotificationPayload: Sendable, Equatable {
                     throw PushRequestError(.invalidField, field: path, "must be true or false, got \(describe(value))")
                 }
             default:
-                throw PushRequestError(.invalidField, field: path, "is not an aps key Apple documents (custom keys belong next to aps, not inside it)")
+                throw PushRequestError(
+                    .invalidField, field: path, "is not an aps key Apple documents (custom keys belong next to aps, not inside it)")
             }
         }
     }
@@ -204,7 +205,8 @@ public struct NotificationPayload: Sendable, Equatable {
                 }
             }
         default:
-            throw PushRequestError(.invalidField, field: field, "must be a sound name or a {critical, name, volume} object, got \(value.kindDescription)")
+            throw PushRequestError(
+                .invalidField, field: field, "must be a sound name or a {critical, name, volume} object, got \(value.kindDescription)")
         }
     }
 

@@ -176,7 +176,8 @@ public struct NotificationRenderer: Sendable {
         members: [(key: String, value: JSONValue)], apsIndex: Int?, size: Int, limit: Int, pushType: PushType
     ) throws(PushRequestError) -> [(key: String, value: JSONValue)] {
         func tooLarge(_ detail: String) -> PushRequestError {
-            PushRequestError(.payloadTooLarge, field: "payload", "the rendered payload is \(size) bytes; \(pushType) pushes allow \(limit) (\(detail))")
+            PushRequestError(
+                .payloadTooLarge, field: "payload", "the rendered payload is \(size) bytes; \(pushType) pushes allow \(limit) (\(detail))")
         }
         guard let apsIndex, case .object(var aps) = members[apsIndex].value, let alertIndex = aps.firstIndex(where: { $0.key == "alert" }) else {
             throw tooLarge("there is no alert body to shorten")
@@ -269,7 +270,9 @@ public struct RenderedNotification: Sendable, Equatable {
     /// Whether the alert body was shortened to fit.
     public var truncated: Bool
 
-    public init(payload: [UInt8], pushType: PushType, priority: Int, deviceFallbackKeys: [String] = [], localizedWith: [String] = [], truncated: Bool = false) {
+    public init(
+        payload: [UInt8], pushType: PushType, priority: Int, deviceFallbackKeys: [String] = [], localizedWith: [String] = [], truncated: Bool = false
+    ) {
         self.payload = payload
         self.pushType = pushType
         self.priority = priority

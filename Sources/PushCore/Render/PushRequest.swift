@@ -111,7 +111,8 @@ extension PushRequest {
         var localization = LocalizationMode.device
         if let value = json["localize"] {
             guard let text = value.stringValue, let mode = LocalizationMode(rawValue: text) else {
-                throw PushRequestError(.invalidField, field: "localize", "must be \"device\" or \"server\", got \(NotificationPayload.describe(value))")
+                throw PushRequestError(
+                    .invalidField, field: "localize", "must be \"device\" or \"server\", got \(NotificationPayload.describe(value))")
             }
             localization = mode
         }
@@ -121,7 +122,8 @@ extension PushRequest {
                 throw PushRequestError(.invalidField, field: "push_type", "must be a string, got \(value.kindDescription)")
             }
             if text == "mdm" {
-                throw PushRequestError(.invalidField, field: "push_type", "mdm pushes are not supported (they use the MDM certificate's topic, not an app's)")
+                throw PushRequestError(
+                    .invalidField, field: "push_type", "mdm pushes are not supported (they use the MDM certificate's topic, not an app's)")
             }
             guard let type = PushType(rawValue: text) else {
                 throw PushRequestError(
@@ -151,7 +153,8 @@ extension PushRequest {
                 throw PushRequestError(.invalidField, field: "collapse_id", "must be a non-empty string, got \(NotificationPayload.describe(value))")
             }
             guard text.utf8.count <= Self.maximumCollapseIDBytes else {
-                throw PushRequestError(.invalidField, field: "collapse_id", "must be at most \(Self.maximumCollapseIDBytes) bytes (got \(text.utf8.count))")
+                throw PushRequestError(
+                    .invalidField, field: "collapse_id", "must be at most \(Self.maximumCollapseIDBytes) bytes (got \(text.utf8.count))")
             }
             collapseID = text
         }
@@ -197,8 +200,11 @@ extension PushRequest {
                 if member.key == "sound" {
                     throw refuse("alert.sound", "is for Live Activity alerts; put sound in aps (got \(pushType))")
                 }
-                if (member.key == "title" || member.key == "body"), case .object = member.value {
-                    throw refuse("alert.\(member.key)", "the {loc-key, loc-args} form is for Live Activities; use \(member.key == "title" ? "title-loc-key" : "loc-key") (got \(pushType))")
+                if member.key == "title" || member.key == "body", case .object = member.value {
+                    throw refuse(
+                        "alert.\(member.key)",
+                        "the {loc-key, loc-args} form is for Live Activities; use \(member.key == "title" ? "title-loc-key" : "loc-key") (got \(pushType))"
+                    )
                 }
             }
         }
@@ -206,7 +212,9 @@ extension PushRequest {
         case .alert:
             if !payload.hasAlert, !payload.hasBadge, !payload.hasSound {
                 if payload.isContentAvailable {
-                    throw PushRequestError(.invalidCombination, field: "push_type", "alert needs an alert, badge or sound (a push with only content-available is background)")
+                    throw PushRequestError(
+                        .invalidCombination, field: "push_type",
+                        "alert needs an alert, badge or sound (a push with only content-available is background)")
                 }
                 throw PushRequestError(
                     .invalidCombination, field: "payload.aps",
@@ -267,7 +275,8 @@ extension PushRequest {
 
     private static func target(_ value: JSONValue?) throws(PushRequestError) -> PushTarget {
         guard let value else {
-            throw PushRequestError(.missingField, field: "to", "is required: {\"tokens\": […]}, {\"users\": […]}, {\"topic\": \"…\"} or {\"all\": true}")
+            throw PushRequestError(
+                .missingField, field: "to", "is required: {\"tokens\": […]}, {\"users\": […]}, {\"topic\": \"…\"} or {\"all\": true}")
         }
         guard case .object(let members) = value else {
             throw PushRequestError(.invalidField, field: "to", "must be an object, got \(value.kindDescription)")
@@ -284,13 +293,15 @@ extension PushRequest {
                 throw PushRequestError(.invalidField, field: field, "must be a non-empty array of hex device tokens")
             }
             guard values.count <= maximumTokenCount else {
-                throw PushRequestError(.invalidField, field: field, "lists \(values.count) tokens; at most \(maximumTokenCount) (use a topic for more)")
+                throw PushRequestError(
+                    .invalidField, field: field, "lists \(values.count) tokens; at most \(maximumTokenCount) (use a topic for more)")
             }
             var tokens: [DeviceToken] = []
             var seen: Set<DeviceToken> = []
             for (index, element) in values.enumerated() {
                 guard case .string(let text) = element else {
-                    throw PushRequestError(.invalidField, field: "\(field)[\(index)]", "must be a string of hex digits, got \(element.kindDescription)")
+                    throw PushRequestError(
+                        .invalidField, field: "\(field)[\(index)]", "must be a string of hex digits, got \(element.kindDescription)")
                 }
                 let token: DeviceToken
                 do {
@@ -312,7 +323,8 @@ extension PushRequest {
             var seen: Set<String> = []
             for (index, element) in values.enumerated() {
                 guard case .string(let user) = element, !user.isEmpty else {
-                    throw PushRequestError(.invalidField, field: "\(field)[\(index)]", "must be a non-empty string, got \(NotificationPayload.describe(element))")
+                    throw PushRequestError(
+                        .invalidField, field: "\(field)[\(index)]", "must be a non-empty string, got \(NotificationPayload.describe(element))")
                 }
                 if seen.insert(user).inserted { users.append(user) }
             }

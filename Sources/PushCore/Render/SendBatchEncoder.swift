@@ -17,13 +17,31 @@ public struct SendBatchEncoder: Sendable {
             head.append(UInt8(ascii: ":"))
         }
         head.append(contentsOf: #"{"v":1,"#.utf8)
-        key("request_id"); JSONValue.writeString(requestID, to: &head); head.append(UInt8(ascii: ","))
-        key("app"); JSONValue.writeString(app, to: &head); head.append(UInt8(ascii: ","))
-        key("environment"); JSONValue.writeString(environment.rawValue, to: &head); head.append(UInt8(ascii: ","))
-        key("push_type"); JSONValue.writeString(pushType, to: &head); head.append(UInt8(ascii: ","))
-        key("priority"); head.append(contentsOf: String(priority).utf8); head.append(UInt8(ascii: ","))
-        if let expiration { key("expiration"); head.append(contentsOf: String(expiration).utf8); head.append(UInt8(ascii: ",")) }
-        if let collapseID { key("collapse_id"); JSONValue.writeString(collapseID, to: &head); head.append(UInt8(ascii: ",")) }
+        key("request_id")
+        JSONValue.writeString(requestID, to: &head)
+        head.append(UInt8(ascii: ","))
+        key("app")
+        JSONValue.writeString(app, to: &head)
+        head.append(UInt8(ascii: ","))
+        key("environment")
+        JSONValue.writeString(environment.rawValue, to: &head)
+        head.append(UInt8(ascii: ","))
+        key("push_type")
+        JSONValue.writeString(pushType, to: &head)
+        head.append(UInt8(ascii: ","))
+        key("priority")
+        head.append(contentsOf: String(priority).utf8)
+        head.append(UInt8(ascii: ","))
+        if let expiration {
+            key("expiration")
+            head.append(contentsOf: String(expiration).utf8)
+            head.append(UInt8(ascii: ","))
+        }
+        if let collapseID {
+            key("collapse_id")
+            JSONValue.writeString(collapseID, to: &head)
+            head.append(UInt8(ascii: ","))
+        }
         key("payload")
         head.append(UInt8(ascii: "\""))
         JSONValue.writeStringContent(payload, to: &head)

@@ -39,7 +39,8 @@ public struct StringsCatalog: Sendable, Equatable {
             units.reserveCapacity(bytes.count / 2)
             var index = bytes.startIndex
             while index < bytes.endIndex {
-                let first = UInt16(bytes[index]), second = UInt16(bytes[index + 1])
+                let first = UInt16(bytes[index])
+                let second = UInt16(bytes[index + 1])
                 units.append(bigEndian ? first << 8 | second : second << 8 | first)
                 index += 2
             }
@@ -173,7 +174,10 @@ private struct StringsParser {
         var text = String.UnicodeScalarView()
         var pendingHighSurrogate: UInt32?
         func append(_ scalar: Unicode.Scalar) {
-            if pendingHighSurrogate != nil { text.append("\u{FFFD}"); pendingHighSurrogate = nil }
+            if pendingHighSurrogate != nil {
+                text.append("\u{FFFD}")
+                pendingHighSurrogate = nil
+            }
             text.append(scalar)
         }
         while index < scalars.count {

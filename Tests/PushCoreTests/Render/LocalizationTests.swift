@@ -1,7 +1,7 @@
 import Foundation
 import PushCore
-import Testing
 import TestSupport
+import Testing
 
 @Suite("Localisation: .strings catalogs, formats, fallback chain")
 struct LocalizationTests {
@@ -59,11 +59,17 @@ struct LocalizationTests {
     }
 
     @Test func formats() throws {
-        #expect(try LocalizedFormat.format("%@ and %@ have invited you to play Monopoly", arguments: ["Jenna", "Frank"]) == "Jenna and Frank have invited you to play Monopoly")
+        #expect(
+            try LocalizedFormat.format("%@ and %@ have invited you to play Monopoly", arguments: ["Jenna", "Frank"])
+                == "Jenna and Frank have invited you to play Monopoly")
         #expect(try LocalizedFormat.format("%2$@ bringt %1$@", arguments: ["A-1", "DHL"]) == "DHL bringt A-1")
-        #expect(try LocalizedFormat.format("%d new, 100%% sure, %ld left, %lld total", arguments: ["5", "-3", "9000000000"]) == "5 new, 100% sure, -3 left, 9000000000 total")
+        #expect(
+            try LocalizedFormat.format("%d new, 100%% sure, %ld left, %lld total", arguments: ["5", "-3", "9000000000"])
+                == "5 new, 100% sure, -3 left, 9000000000 total")
         #expect(try LocalizedFormat.format("%1$@ %1$@ %2$d", arguments: ["echo", "7"]) == "echo echo 7")
-        #expect(try LocalizedFormat.format("[%5d] [%-4@] [%03d] [%.2f] [%x]", arguments: ["42", "ab", "7", "3.14159", "255"]) == "[   42] [ab  ] [007] [3.14] [ff]")
+        #expect(
+            try LocalizedFormat.format("[%5d] [%-4@] [%03d] [%.2f] [%x]", arguments: ["42", "ab", "7", "3.14159", "255"])
+                == "[   42] [ab  ] [007] [3.14] [ff]")
         #expect(try LocalizedFormat.format("no conversions", arguments: ["unused"]) == "no conversions")
         #expect(throws: LocalizedFormatError.self) { try LocalizedFormat.format("%@ and %@", arguments: ["one"]) }
         #expect(throws: LocalizedFormatError.self) { try LocalizedFormat.format("%d items", arguments: ["many"]) }
@@ -108,17 +114,23 @@ struct LocalizationTests {
     }
 
     @Test func serverLocalisationPerLocaleAlongTheChain() throws {
-        let payload = #"{"aps": {"alert": {"title-loc-key": "SHIPPED_TITLE", "loc-key": "GAME_PLAY_REQUEST_FORMAT", "loc-args": ["Jenna", "Frank"]}}}"#
+        let payload =
+            #"{"aps": {"alert": {"title-loc-key": "SHIPPED_TITLE", "loc-key": "GAME_PLAY_REQUEST_FORMAT", "loc-args": ["Jenna", "Frank"]}}}"#
         let server = #""localize": "server""#
         let german = try rendered(payload, extra: server, catalogs: sampleCatalogs, locale: "de-AT")
-        #expect(german.payloadString == #"{"aps":{"alert":{"title":"Your order has shipped","body":"Jenna und Frank haben dich zu Monopoly eingeladen"}}}"#)
+        #expect(
+            german.payloadString
+                == #"{"aps":{"alert":{"title":"Your order has shipped","body":"Jenna und Frank haben dich zu Monopoly eingeladen"}}}"#)
         #expect(german.localizedWith == ["en", "de"], "the title came from the default catalog")
         let taiwan = try rendered(payload, extra: server, catalogs: sampleCatalogs, locale: "zh-Hant-TW")
         #expect(taiwan.payloadString == #"{"aps":{"alert":{"title":"订单已发货","body":"Jenna 和 Frank 邀請你玩《地產大亨》"}}}"#, "zh-Hant → zh → en")
         let unknown = try rendered(payload, extra: server, catalogs: sampleCatalogs, locale: "fr")
-        #expect(unknown.payloadString == #"{"aps":{"alert":{"title":"Your order has shipped","body":"Jenna and Frank have invited you to play Monopoly"}}}"#)
+        #expect(
+            unknown.payloadString
+                == #"{"aps":{"alert":{"title":"Your order has shipped","body":"Jenna and Frank have invited you to play Monopoly"}}}"#)
         let positional = try rendered(
-            #"{"aps": {"alert": {"loc-key": "ORDER_SHIPPED_FORMAT", "loc-args": ["A-17", "DHL"]}}}"#, extra: server, catalogs: sampleCatalogs, locale: "de")
+            #"{"aps": {"alert": {"loc-key": "ORDER_SHIPPED_FORMAT", "loc-args": ["A-17", "DHL"]}}}"#, extra: server, catalogs: sampleCatalogs,
+            locale: "de")
         #expect(positional.payloadString == #"{"aps":{"alert":{"body":"DHL bringt deine Bestellung A-17."}}}"#)
     }
 

@@ -30,8 +30,10 @@ struct PayloadGoldenTests {
     }
 
     @Test func stringAlertWithBadgeAndSound() throws {
-        let notification = try rendered(#"{"aps": {"alert": "Message received from Bob", "badge": 9, "sound": "bingbong.aiff"}, "acme": ["bang", "whiz"]}"#)
-        #expect(notification.payloadString == #"{"aps":{"alert":"Message received from Bob","badge":9,"sound":"bingbong.aiff"},"acme":["bang","whiz"]}"#)
+        let notification = try rendered(
+            #"{"aps": {"alert": "Message received from Bob", "badge": 9, "sound": "bingbong.aiff"}, "acme": ["bang", "whiz"]}"#)
+        #expect(
+            notification.payloadString == #"{"aps":{"alert":"Message received from Bob","badge":9,"sound":"bingbong.aiff"},"acme":["bang","whiz"]}"#)
     }
 
     @Test func locKeyWithArgumentsGoesToTheDevice() throws {
@@ -68,7 +70,8 @@ struct PayloadGoldenTests {
 
     @Test func criticalAlertSound() throws {
         let notification = try rendered(
-            #"{"aps": {"alert": "Gas leak detected", "sound": {"critical": 1, "name": "critical-alert-sound.wav", "volume": 1.0}, "interruption-level": "critical"}}"#)
+            #"{"aps": {"alert": "Gas leak detected", "sound": {"critical": 1, "name": "critical-alert-sound.wav", "volume": 1.0}, "interruption-level": "critical"}}"#
+        )
         #expect(
             notification.payloadString
                 == #"{"aps":{"alert":"Gas leak detected","sound":{"critical":1,"name":"critical-alert-sound.wav","volume":1.0},"interruption-level":"critical"}}"#
@@ -110,7 +113,8 @@ struct PayloadGoldenTests {
 
     @Test func liveActivityStartAndEnd() throws {
         let start = try rendered(
-            #"{"aps": {"timestamp": 1, "event": "start", "content-state": {"x": 1}, "attributes-type": "AdventureAttributes", "attributes": {"hero": "Panda"}, "input-push-token": 1, "alert": {"title": "Go", "body": "Now"}}}"#)
+            #"{"aps": {"timestamp": 1, "event": "start", "content-state": {"x": 1}, "attributes-type": "AdventureAttributes", "attributes": {"hero": "Panda"}, "input-push-token": 1, "alert": {"title": "Go", "body": "Now"}}}"#
+        )
         #expect(start.payloadString.contains(#""attributes-type":"AdventureAttributes","attributes":{"hero":"Panda"},"input-push-token":1"#))
         let end = try rendered(#"{"aps": {"timestamp": 2, "event": "end", "dismissal-date": 3}}"#, extra: #""priority": 5"#)
         #expect(end.payloadString == #"{"aps":{"timestamp":2,"event":"end","dismissal-date":3}}"#)

@@ -1,6 +1,6 @@
 import PushCore
-import Testing
 import TestSupport
+import Testing
 
 @Suite("Push request v1: decoding and validation")
 struct PushRequestDecodingTests {
@@ -24,7 +24,8 @@ struct PushRequestDecodingTests {
 
     @Test func targetsAndDefaults() throws {
         let token = String(repeating: "AB", count: 32)
-        let tokens = try decodeRequest(requestBody(payload: #"{"aps": {"alert": "x"}}"#, to: #"{"tokens": ["<\#(token)>", "\#(token.lowercased())"]}"#))
+        let tokens = try decodeRequest(
+            requestBody(payload: #"{"aps": {"alert": "x"}}"#, to: #"{"tokens": ["<\#(token)>", "\#(token.lowercased())"]}"#))
         #expect(tokens.target == .tokens([try DeviceToken(normalizing: token)]), "normalised, repeats dropped")
         #expect(tokens.localization == .device, "device is the default")
         #expect(try decodeRequest(requestBody(payload: #"{"aps": {"alert": "x"}}"#, to: #"{"topic": "news"}"#)).target == .topic("news"))
@@ -51,22 +52,55 @@ struct PushRequestDecodingTests {
         (#"{"id": "a", "id": "b"}"#, "body: is not valid JSON (the key \"id\" appears twice"),
         (#"{"app": "com.example.game", "to": {"all": true}, "payload": {}}"#, "id: is required"),
         (#"{"id": "", "app": "com.example.game", "to": {"all": true}, "payload": {"aps": {"alert": "x"}}}"#, "id: must be 1–128 characters"),
-        (#"{"id": "\#(String(repeating: "x", count: 129))", "app": "com.example.game", "to": {"all": true}, "payload": {"aps": {"alert": "x"}}}"#, "id: must be 1–128 characters (got 129)"),
+        (
+            #"{"id": "\#(String(repeating: "x", count: 129))", "app": "com.example.game", "to": {"all": true}, "payload": {"aps": {"alert": "x"}}}"#,
+            "id: must be 1–128 characters (got 129)"
+        ),
         (#"{"id": "a", "to": {"all": true}, "payload": {"aps": {"alert": "x"}}}"#, "app: is required"),
         (#"{"id": "a", "app": "com.example.other", "to": {"all": true}, "payload": {"aps": {"alert": "x"}}}"#, "app: names no configured app"),
         (#"{"id": "a", "app": "com.example.game", "payload": {"aps": {"alert": "x"}}}"#, "to: is required"),
-        (#"{"id": "a", "app": "com.example.game", "to": {"all": true, "topic": "x"}, "payload": {"aps": {"alert": "x"}}}"#, "to: must name exactly one of tokens, users, topic, all (got all, topic)"),
+        (
+            #"{"id": "a", "app": "com.example.game", "to": {"all": true, "topic": "x"}, "payload": {"aps": {"alert": "x"}}}"#,
+            "to: must name exactly one of tokens, users, topic, all (got all, topic)"
+        ),
         (#"{"id": "a", "app": "com.example.game", "to": {"all": false}, "payload": {"aps": {"alert": "x"}}}"#, "to.all: must be true"),
-        (#"{"id": "a", "app": "com.example.game", "to": {"tokens": ["abc"]}, "payload": {"aps": {"alert": "x"}}}"#, "to.tokens[0]: must be 64–200 hex characters"),
-        (#"{"id": "a", "app": "com.example.game", "to": {"users": ["ok", ""]}, "payload": {"aps": {"alert": "x"}}}"#, "to.users[1]: must be a non-empty string"),
+        (
+            #"{"id": "a", "app": "com.example.game", "to": {"tokens": ["abc"]}, "payload": {"aps": {"alert": "x"}}}"#,
+            "to.tokens[0]: must be 64–200 hex characters"
+        ),
+        (
+            #"{"id": "a", "app": "com.example.game", "to": {"users": ["ok", ""]}, "payload": {"aps": {"alert": "x"}}}"#,
+            "to.users[1]: must be a non-empty string"
+        ),
         (#"{"id": "a", "app": "com.example.game", "to": {"all": true}}"#, "payload: is required"),
-        (#"{"id": "a", "app": "com.example.game", "to": {"all": true}, "payload": {"aps": {"alert": "x"}}, "pushtype": "alert"}"#, "pushtype: is not a push request field"),
-        (#"{"id": "a", "app": "com.example.game", "to": {"all": true}, "payload": {"aps": {"alert": "x"}}, "localize": "both"}"#, "localize: must be \"device\" or \"server\""),
-        (#"{"id": "a", "app": "com.example.game", "to": {"all": true}, "payload": {"aps": {"alert": "x"}}, "push_type": "fax"}"#, "push_type: must be one of"),
-        (#"{"id": "a", "app": "com.example.game", "to": {"all": true}, "payload": {"aps": {"alert": "x"}}, "push_type": "mdm"}"#, "push_type: mdm pushes are not supported"),
-        (#"{"id": "a", "app": "com.example.game", "to": {"all": true}, "payload": {"aps": {"alert": "x"}}, "priority": 7}"#, "priority: must be 10, 5 or 1, got 7"),
-        (#"{"id": "a", "app": "com.example.game", "to": {"all": true}, "payload": {"aps": {"alert": "x"}}, "expiration": -1}"#, "expiration: must be seconds since 1970"),
-        (#"{"id": "a", "app": "com.example.game", "to": {"all": true}, "payload": {"aps": {"alert": "x"}}, "collapse_id": "\#(String(repeating: "c", count: 65))"}"#, "collapse_id: must be at most 64 bytes (got 65)"),
+        (
+            #"{"id": "a", "app": "com.example.game", "to": {"all": true}, "payload": {"aps": {"alert": "x"}}, "pushtype": "alert"}"#,
+            "pushtype: is not a push request field"
+        ),
+        (
+            #"{"id": "a", "app": "com.example.game", "to": {"all": true}, "payload": {"aps": {"alert": "x"}}, "localize": "both"}"#,
+            "localize: must be \"device\" or \"server\""
+        ),
+        (
+            #"{"id": "a", "app": "com.example.game", "to": {"all": true}, "payload": {"aps": {"alert": "x"}}, "push_type": "fax"}"#,
+            "push_type: must be one of"
+        ),
+        (
+            #"{"id": "a", "app": "com.example.game", "to": {"all": true}, "payload": {"aps": {"alert": "x"}}, "push_type": "mdm"}"#,
+            "push_type: mdm pushes are not supported"
+        ),
+        (
+            #"{"id": "a", "app": "com.example.game", "to": {"all": true}, "payload": {"aps": {"alert": "x"}}, "priority": 7}"#,
+            "priority: must be 10, 5 or 1, got 7"
+        ),
+        (
+            #"{"id": "a", "app": "com.example.game", "to": {"all": true}, "payload": {"aps": {"alert": "x"}}, "expiration": -1}"#,
+            "expiration: must be seconds since 1970"
+        ),
+        (
+            #"{"id": "a", "app": "com.example.game", "to": {"all": true}, "payload": {"aps": {"alert": "x"}}, "collapse_id": "\#(String(repeating: "c", count: 65))"}"#,
+            "collapse_id: must be at most 64 bytes (got 65)"
+        ),
     ])
     func malformedRequestsNameTheField(body: String, reason: String) {
         let error = refusal(body)
@@ -85,18 +119,36 @@ struct PushRequestDecodingTests {
         (#"{"aps": {"alert": {"titel": "x"}}}"#, "", "payload.aps.alert.titel: is not an alert key Apple documents"),
         (#"{"aps": {"alert": "x", "sound": ""}}"#, "", "payload.aps.sound: must not be empty"),
         (#"{"aps": {"alert": "x", "sound": {"critical": 1, "volume": 0.5}}}"#, "", "payload.aps.sound.name: is required"),
-        (#"{"aps": {"alert": "x", "sound": {"critical": 1, "name": "a.wav", "volume": 2}}}"#, "", "payload.aps.sound.volume: must be a number from 0 to 1, got 2"),
-        (#"{"aps": {"alert": "x", "sound": {"critical": true, "name": "a.wav"}}}"#, "", "payload.aps.sound.critical: must be the number 1 (or 0), got true"),
+        (
+            #"{"aps": {"alert": "x", "sound": {"critical": 1, "name": "a.wav", "volume": 2}}}"#, "",
+            "payload.aps.sound.volume: must be a number from 0 to 1, got 2"
+        ),
+        (
+            #"{"aps": {"alert": "x", "sound": {"critical": true, "name": "a.wav"}}}"#, "",
+            "payload.aps.sound.critical: must be the number 1 (or 0), got true"
+        ),
         (#"{"aps": {"content-available": true}}"#, "", "payload.aps.content-available: must be the number 1 (or 0), got true"),
-        (#"{"aps": {"alert": "x", "interruption-level": "urgent"}}"#, "", "payload.aps.interruption-level: must be one of passive, active, time-sensitive, critical"),
+        (
+            #"{"aps": {"alert": "x", "interruption-level": "urgent"}}"#, "",
+            "payload.aps.interruption-level: must be one of passive, active, time-sensitive, critical"
+        ),
         (#"{"aps": {"alert": "x", "relevance-score": 1.5}}"#, "", "payload.aps.relevance-score: must be from 0 to 1"),
         (#"{"aps": {"alert": "x", "content_available": 1}}"#, "", "payload.aps.content_available: is not an aps key Apple documents"),
         (#"{"aps": {}}"#, "", "payload.aps: has nothing to show"),
-        (#"{"aps": {"content-available": 1, "badge": 1}}"#, #""push_type": "background""#, "payload.aps.badge: a background push carries only content-available"),
-        (#"{"aps": {"content-available": 1, "alert": "x"}}"#, #""push_type": "background""#, "payload.aps.alert: a background push carries only content-available (no alert, badge or sound)"),
+        (
+            #"{"aps": {"content-available": 1, "badge": 1}}"#, #""push_type": "background""#,
+            "payload.aps.badge: a background push carries only content-available"
+        ),
+        (
+            #"{"aps": {"content-available": 1, "alert": "x"}}"#, #""push_type": "background""#,
+            "payload.aps.alert: a background push carries only content-available (no alert, badge or sound)"
+        ),
         (#"{"aps": {"content-available": 1}}"#, #""priority": 10"#, "priority: 10 is not allowed for background pushes (use 5)"),
         (#"{"aps": {"content-available": 1}}"#, #""push_type": "alert""#, "push_type: alert needs an alert, badge or sound"),
-        (#"{"aps": {"alert": "x", "event": "update"}}"#, #""push_type": "alert""#, "payload.aps.event: is a Live Activity key; it needs push_type liveactivity"),
+        (
+            #"{"aps": {"alert": "x", "event": "update"}}"#, #""push_type": "alert""#,
+            "payload.aps.event: is a Live Activity key; it needs push_type liveactivity"
+        ),
         (#"{"aps": {"event": "update", "timestamp": 1}}"#, "", "payload.aps.content-state: is required for event update"),
         (#"{"aps": {"event": "update", "content-state": {}}}"#, "", "payload.aps.timestamp: is required in a Live Activity push"),
         (#"{"aps": {"event": "start", "timestamp": 1, "content-state": {}}}"#, "", "payload.aps.attributes-type: is required for event start"),

@@ -1,6 +1,6 @@
 import PushCore
-import Testing
 import TestSupport
+import Testing
 
 /// An apps file with one app, for decoding requests without a server.
 func renderTestApps(environment: AppConfiguration.Environment = .production) -> AppsFile {
@@ -65,9 +65,9 @@ let sampleCatalogs = LocalizationCatalogs(catalogs: [
         "ORDER_SHIPPED_FORMAT": "%2$@ bringt deine Bestellung %1$@.",
     ]),
     "zh-Hant": StringsCatalog(strings: [
-        "GAME_PLAY_REQUEST_FORMAT": "%@ 和 %@ 邀請你玩《地產大亨》",
+        "GAME_PLAY_REQUEST_FORMAT": "%@ 和 %@ 邀請你玩《地產大亨》"
     ]),
     "zh": StringsCatalog(strings: [
-        "SHIPPED_TITLE": "订单已发货",
+        "SHIPPED_TITLE": "订单已发货"
     ]),
 ])

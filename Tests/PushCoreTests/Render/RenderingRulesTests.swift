@@ -19,7 +19,8 @@ struct RenderingRulesTests {
         #expect(try renderer.render(locale: nil, settings: NotificationSettings(alert: false, badge: true, sound: false)) == .skipped(.nothingToShow))
 
         let withContent = try rendered(
-            #"{"aps": {"alert": "Hello", "content-available": 1}, "sync": true}"#, settings: NotificationSettings(alert: false, badge: false, sound: false))
+            #"{"aps": {"alert": "Hello", "content-available": 1}, "sync": true}"#,
+            settings: NotificationSettings(alert: false, badge: false, sound: false))
         #expect(withContent.payloadString == #"{"aps":{"content-available":1},"sync":true}"#)
         #expect(withContent.pushType == .background)
         #expect(withContent.priority == 5)
@@ -33,7 +34,9 @@ struct RenderingRulesTests {
     }
 
     @Test func settingsDoNotTouchOtherPushTypes() throws {
-        let voip = try rendered(#"{"aps": {"alert": "call"}, "id": 1}"#, extra: #""push_type": "voip""#, settings: NotificationSettings(alert: false, badge: false, sound: false))
+        let voip = try rendered(
+            #"{"aps": {"alert": "call"}, "id": 1}"#, extra: #""push_type": "voip""#,
+            settings: NotificationSettings(alert: false, badge: false, sound: false))
         #expect(voip.payloadString == #"{"aps":{"alert":"call"},"id":1}"#)
     }
 
@@ -51,7 +54,8 @@ struct RenderingRulesTests {
         let body = String(repeating: unit, count: 6000 / unit.utf8.count + 10)
         var json: [UInt8] = []
         JSONValue.writeString(body, to: &json)
-        let notification = try rendered(#"{"aps": {"alert": \#(String(decoding: json, as: UTF8.self))}, "pad": "\#(String(repeating: "p", count: 100))"}"#)
+        let notification = try rendered(
+            #"{"aps": {"alert": \#(String(decoding: json, as: UTF8.self))}, "pad": "\#(String(repeating: "p", count: 100))"}"#)
         #expect(notification.payload.count <= 4096)
         #expect(notification.payload.count > 4096 - 4 - unit.utf8.count * 2, "as much of the body as fits is kept")
         let parsed = try JSONValue.parse(notification.payload)
@@ -98,7 +102,9 @@ struct RenderingRulesTests {
             "en": StringsCatalog(strings: ["K": "short"]), "de": StringsCatalog(strings: ["K": long]),
         ])
         let request = try decodeRequest(
-            requestBody(payload: #"{"aps": {"badge": 1, "alert": {"title-loc-key": "K"}}, "d": "\#(String(repeating: "x", count: 3000))"}"#, extra: #""localize": "server""#))
+            requestBody(
+                payload: #"{"aps": {"badge": 1, "alert": {"title-loc-key": "K"}}, "d": "\#(String(repeating: "x", count: 3000))"}"#,
+                extra: #""localize": "server""#))
         let renderer = NotificationRenderer(request: request, catalogs: catalogs)
         #expect(renderer.possibleChains == [["en"], ["de", "en"]])
         #expect(throws: PushRequestError.self) { try renderer.preflight() }
@@ -106,7 +112,9 @@ struct RenderingRulesTests {
 
     @Test func sendBatchEncoderMatchesTheCodableFormat() throws {
         let payload = Array(#"{"aps":{"alert":"Quote \" and ünïcode 😀\n"}}"#.utf8)
-        let tokens = [try DeviceToken(normalizing: String(repeating: "ab", count: 32)), try DeviceToken(normalizing: String(repeating: "cd", count: 40))]
+        let tokens = [
+            try DeviceToken(normalizing: String(repeating: "ab", count: 32)), try DeviceToken(normalizing: String(repeating: "cd", count: 40)),
+        ]
         for (expiration, collapseID) in [(Int64?.some(1_767_225_600), String?.some("c/\"1")), (nil, nil)] {
             let encoder = SendBatchEncoder(
                 requestID: "order-\"4711\"", app: "com.example.game", environment: .sandbox, pushType: "alert", priority: 10,

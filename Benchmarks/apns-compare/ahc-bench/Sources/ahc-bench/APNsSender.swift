@@ -41,9 +41,11 @@ final class APNsSender: Sendable {
     ///   - traceConnections: Log AsyncHTTPClient's connection activity and every GOAWAY received to
     ///     stderr (debug level); otherwise nothing is logged.
     init(endpoint: String, caFile: String?, tokens: ProviderTokenCache, traceConnections: Bool) {
-        var connectionLogger = Logger(label: "ahc-bench", factory: { label -> any LogHandler in
-            traceConnections ? StreamLogHandler.standardError(label: label) : SwiftLogNoOpLogHandler()
-        })
+        var connectionLogger = Logger(
+            label: "ahc-bench",
+            factory: { label -> any LogHandler in
+                traceConnections ? StreamLogHandler.standardError(label: label) : SwiftLogNoOpLogHandler()
+            })
         connectionLogger.logLevel = .debug
         var tls = TLSConfiguration.makeClientConfiguration()
         if let caFile { tls.trustRoots = .file(caFile) }
