@@ -142,14 +142,65 @@ struct APNsClientTransportTests {
         }
         await client.shutdown()
 
-        // The name is checked too: the sandbox's certificate is for 127.0.0.1 and localhost only.
-        let wrongName = try makeClient(sandbox) { $0.endpoint = APNsEndpoint(host: "127.0.0.2", port: sandbox.port) }
-        await #expect(throws: APNsClientError.self) { try await wrongName.send(alert()) }
-        await wrongName.shutdown()
-
         let byName = try makeClient(sandbox) { $0.endpoint = APNsEndpoint(host: "localhost", port: sandbox.port) }
         #expect(try await byName.send(alert()).status == 200)
         await byName.shutdown()
+    }
+
+    /// The name is checked, not only the chain: a listening server whose certificate is signed by a
+    /// trusted CA but names another host is refused, by name and by IP address.
+    @Test func aTrustedCertificateForAnotherNameIsRefused() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("apns-wrong-name-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let files = try Self.makeCertificate(named: "apns.invalid", in: directory)
+        let sandbox = try await SandboxProcess(arguments: ["--tls-cert", files.certificate, "--tls-key", files.key], caFile: files.ca)
+        for host in ["localhost", "127.0.0.1"] {
+            let client = try makeClient(sandbox) { $0.endpoint = APNsEndpoint(host: host, port: sandbox.port) }
+            do {
+                _ = try await client.send(alert())
+                Issue.record("\(host): a certificate for apns.invalid was accepted")
+            } catch {
+                #expect(error.code == .connectFailed)
+                #expect(error.message.contains("not trusted") && error.message.lowercased().contains("mismatch"), "\(host): \(error)")
+            }
+            await client.shutdown()
+        }
+        // The same server, the same CA: only the name was wrong.
+        let stats = try await sandbox.admin("GET", "/healthz")
+        #expect(stats.status == 200)
+    }
+
+    /// A CA and a server certificate for `name` only (DNS), made with the openssl command.
+    static func makeCertificate(named name: String, in directory: URL) throws -> (ca: String, certificate: String, key: String) {
+        let path = { (file: String) in directory.appendingPathComponent(file).path }
+        let steps: [[String]] = [
+            [
+                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", path("ca.key"), "-out", path("ca.pem"),
+                "-days", "2", "-subj", "/CN=wrong-name test CA", "-addext", "basicConstraints=critical,CA:TRUE", "-addext",
+                "keyUsage=critical,keyCertSign",
+            ],
+            [
+                "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", path("server.key"), "-out", path("server.csr"),
+                "-subj", "/CN=\(name)",
+            ],
+            [
+                "x509", "-req", "-in", path("server.csr"), "-CA", path("ca.pem"), "-CAkey", path("ca.key"), "-CAcreateserial", "-days", "2",
+                "-out", path("server.pem"), "-extfile", path("san.cnf"),
+            ],
+        ]
+        try "subjectAltName=DNS:\(name)\nextendedKeyUsage=serverAuth\n".write(toFile: path("san.cnf"), atomically: true, encoding: .utf8)
+        for arguments in steps {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+            process.arguments = arguments
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            process.waitUntilExit()
+            guard process.terminationStatus == 0 else { throw TestFailure("openssl \(arguments.prefix(2).joined(separator: " ")) failed") }
+        }
+        return (path("ca.pem"), path("server.pem"), path("server.key"))
     }
 
     @Test func nobodyListeningFailsFastAndRetryably() async throws {
