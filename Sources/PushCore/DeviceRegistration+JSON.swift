@@ -253,3 +253,18 @@ enum JSONKind {
         return "an unsupported value"
     }
 }
+
+extension DeviceRegistration {
+    /// A JSON whole number from a decoded body (not a boolean, not a fraction), e.g. a time in ms.
+    public static func wholeNumber(_ value: Any) -> Int64? {
+        if JSONKind.boolean(value) != nil { return nil }
+        if let number = value as? Int64 { return number }
+        if let number = value as? Int { return Int64(number) }
+        if let number = value as? Double { return Int64(exactly: number) }
+        if let number = value as? NSNumber {
+            let whole = number.int64Value
+            return Double(whole) == number.doubleValue ? whole : nil
+        }
+        return nil
+    }
+}

@@ -58,7 +58,7 @@ extension HTTPRegistrationEndpoints {
             let (app, token) = try await authorizedTarget(request, context: context)
             let removed: Bool
             do throws(RegistryError) {
-                removed = try await registry.delete(app: app.bundleID, token: token)
+                removed = try await registry.delete(app: app.bundleID, token: token, at: Self.nowMilliseconds())
             } catch {
                 throw IngestError.registry(error)
             }

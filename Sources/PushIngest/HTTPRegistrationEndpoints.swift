@@ -283,8 +283,9 @@ struct HTTPRegistrationEndpoints: Sendable {
     func upsert(
         app: AppConfiguration, token: DeviceToken, registration: DeviceRegistration
     ) async throws(IngestError) -> (created: Bool, record: DeviceRecord) {
+        let stored: TokenRegistry.Upserted
         do {
-            return try await registry.upsert(
+            stored = try await registry.upsert(
                 app: app.bundleID,
                 token: token,
                 registration: registration,
@@ -294,6 +295,11 @@ struct HTTPRegistrationEndpoints: Sendable {
         } catch {
             throw IngestError.registry(error)
         }
+        guard stored.applied else {
+            // Only when another instance's clock (or a queue message's registered_at) is ahead of ours.
+            throw IngestError(.conflict, field: "token", "a newer registration or deletion of this token is already stored")
+        }
+        return (stored.created, stored.record)
     }
 
     /// Wall-clock ms since 1970: `registered_at`/`updated_at` and the legacy timestamp window.

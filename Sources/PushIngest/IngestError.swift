@@ -29,6 +29,7 @@ public struct IngestError: Error, Sendable, Equatable, CustomStringConvertible {
             case staleTimestamp
             case unknownApp
             case notFound
+            case conflict
             case bodyTooLarge
             case unsupportedMediaType
             case rateLimited
@@ -47,6 +48,8 @@ public struct IngestError: Error, Sendable, Equatable, CustomStringConvertible {
         public static let staleTimestamp = Code(base: .staleTimestamp)
         public static let unknownApp = Code(base: .unknownApp)
         public static let notFound = Code(base: .notFound)
+        /// A newer registration or deletion of the token is already stored (clocks apart): nothing changed.
+        public static let conflict = Code(base: .conflict)
         public static let bodyTooLarge = Code(base: .bodyTooLarge)
         public static let unsupportedMediaType = Code(base: .unsupportedMediaType)
         public static let rateLimited = Code(base: .rateLimited)
@@ -64,6 +67,7 @@ public struct IngestError: Error, Sendable, Equatable, CustomStringConvertible {
             case .staleTimestamp: "stale_timestamp"
             case .unknownApp: "unknown_app"
             case .notFound: "not_found"
+            case .conflict: "conflict"
             case .bodyTooLarge: "body_too_large"
             case .unsupportedMediaType: "unsupported_media_type"
             case .rateLimited: "rate_limited"
@@ -107,6 +111,7 @@ public struct IngestError: Error, Sendable, Equatable, CustomStringConvertible {
         case .unauthorized: 401
         case .forbidden, .badCredential, .staleTimestamp: 403
         case .unknownApp, .notFound: 404
+        case .conflict: 409
         case .bodyTooLarge: 413
         case .unsupportedMediaType: 415
         case .rateLimited: 429
@@ -123,7 +128,7 @@ public struct IngestError: Error, Sendable, Equatable, CustomStringConvertible {
         case .staleTimestamp: 3
         case .unknownApp: 4
         case .rateLimited: 5
-        case .unavailable, .timeout, .internal: 6
+        case .unavailable, .timeout, .internal, .conflict: 6
         }
     }
 

@@ -14,6 +14,9 @@ public import PushCore
 /// - `app` (required): a bundle id of the apps file, exactly;
 /// - `token` (required): normalised like the HTTP path's token (`<`, `>` and spaces stripped, any case);
 /// - `op`: `"upsert"` (the default) or `"delete"`; a delete ignores the registration fields;
+/// - `registered_at`: when the registration or deletion happened at the producer (ms since 1970),
+///   so that redeliveries out of order cannot revive older data (``RegistrationEventTime``); without
+///   it, the moment push-ingest processes the message;
 /// - the rest: the registration fields, checked by ``PushCore/DeviceRegistration/init(json:)``.
 ///
 /// Pure: the consumer does the I/O.
@@ -22,14 +25,31 @@ public enum RegistrationMessage: Sendable, Equatable {
     case delete(app: AppConfiguration, token: DeviceToken)
 
     /// The fields a message adds to the registration body.
-    public static let envelopeFields: Set<String> = ["app", "token", "op"]
+    public static let envelopeFields: Set<String> = ["app", "token", "op", "registered_at"]
 
     /// Decodes `body`.
     ///
     /// - Throws: ``PushCore/RegistrationError`` naming the field (`body`, `app`, `token`, `op`,
-    ///   `settings.alert`, …): the reason a dead-lettered message carries.
+    ///   `registered_at`, `settings.alert`, …): the reason a dead-lettered message carries.
     public init(body: [UInt8], apps: AppsFile) throws(RegistrationError) {
+        self = try Self.decode(body: body, apps: apps).message
+    }
+
+    /// Decodes `body` and its producer's `registered_at` (nil when absent; checked against the clock
+    /// by ``RegistrationEventTime/resolve(_:now:)``).
+    public static func decode(body: [UInt8], apps: AppsFile) throws(RegistrationError) -> (message: RegistrationMessage, registeredAt: Int64?) {
         var object = try DeviceRegistration.decode(body: body)
+        var registeredAt: Int64?
+        if let value = object.removeValue(forKey: "registered_at") {
+            guard let whole = DeviceRegistration.wholeNumber(value), whole >= 0 else {
+                throw RegistrationError(.invalidField, field: "registered_at", "must be a whole number of milliseconds since 1970")
+            }
+            registeredAt = whole
+        }
+        return (try Self.message(from: &object, apps: apps), registeredAt)
+    }
+
+    private static func message(from object: inout [String: Any], apps: AppsFile) throws(RegistrationError) -> RegistrationMessage {
         guard let appValue = object.removeValue(forKey: "app") else {
             throw RegistrationError(.missingField, field: "app", "is required (the app's bundle id)")
         }
@@ -54,9 +74,9 @@ public enum RegistrationMessage: Sendable, Equatable {
         }
         switch operation {
         case "upsert":
-            self = .upsert(app: app, token: token, registration: try DeviceRegistration(json: object))
+            return .upsert(app: app, token: token, registration: try DeviceRegistration(json: object))
         case "delete":
-            self = .delete(app: app, token: token)
+            return .delete(app: app, token: token)
         default:
             throw RegistrationError(.invalidField, field: "op", "must be \"upsert\" or \"delete\", got \(Self.quoted(operation))")
         }
@@ -85,5 +105,30 @@ public enum RegistrationMessage: Sendable, Equatable {
     private static func quoted(_ text: String) -> String {
         let shown = text.count > 64 ? String(text.prefix(64)) + "…" : text
         return "\"\(shown.unicodeScalars.map { $0.escaped(asASCII: false) }.joined())\""
+    }
+}
+
+/// When a queued registration happened: the producer's `registered_at`, bounded to a sane window
+/// around the moment it is processed, or that moment. The registry applies a registration only if it
+/// is newer than what it holds (``TokenRegistry/TokenRegistry/upsert(app:token:registration:defaultEnvironment:now:)``).
+public enum RegistrationEventTime {
+    /// The oldest `registered_at` accepted: a week (redeliveries and retry tiers take minutes; the
+    /// registry remembers deletions for 8 days, ``TokenRegistry/TokenRegistry/tombstoneLifetime``).
+    public static let maximumAge: Int64 = 7 * 24 * 3_600_000
+    /// The furthest into the future a producer's clock may be: 5 minutes.
+    public static let maximumSkew: Int64 = 5 * 60_000
+
+    /// `registeredAt` if it lies within the window around `now`, else a ``PushCore/RegistrationError``
+    /// naming `registered_at`; `now` when the message carries none.
+    public static func resolve(_ registeredAt: Int64?, now: Int64) throws(RegistrationError) -> Int64 {
+        guard let registeredAt else { return now }
+        let (earliest, _) = now.subtractingReportingOverflow(maximumAge)
+        let (latest, overflow) = now.addingReportingOverflow(maximumSkew)
+        guard registeredAt >= earliest, overflow || registeredAt <= latest else {
+            throw RegistrationError(
+                .invalidField, field: "registered_at",
+                "must lie between 7 days before and 5 minutes after the moment push-ingest processes it (ms since 1970), got \(registeredAt)")
+        }
+        return registeredAt
     }
 }

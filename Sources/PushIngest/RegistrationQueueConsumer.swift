@@ -73,8 +73,11 @@ public struct RegistrationQueueConsumer: Service {
     /// Settles `delivery` exactly once; never throws.
     func process(_ delivery: AMQPDelivery) async {
         let message: RegistrationMessage
+        let happenedAt: Int64
         do {
-            message = try RegistrationMessage(body: delivery.body, apps: apps)
+            let decoded = try RegistrationMessage.decode(body: delivery.body, apps: apps)
+            message = decoded.message
+            happenedAt = try RegistrationEventTime.resolve(decoded.registeredAt, now: now())
         } catch {
             logger.notice("invalid registration message", metadata: ["push.error": "\(error.message)"])
             await settler.settle(delivery, .deadLetter(reason: error.message), amqp: amqp, logger: logger)
@@ -84,11 +87,12 @@ public struct RegistrationQueueConsumer: Service {
         logger[metadataKey: "push.app"] = "\(message.app.bundleID)"
         logger[metadataKey: "push.token"] = "\(message.token.redacted)"
         logger[metadataKey: "push.op"] = "\(message.operationName)"
-        await settler.settle(delivery, await store(message, logger: logger), amqp: amqp, logger: logger)
+        await settler.settle(delivery, await store(message, at: happenedAt, logger: logger), amqp: amqp, logger: logger)
     }
 
-    /// Writes `message` to the registry; what to do with its delivery.
-    private func store(_ message: RegistrationMessage, logger: Logger) async -> DeliveryDisposition {
+    /// Writes `message`, which happened `at` (ms since 1970), to the registry unless the registry holds
+    /// newer news of the token; what to do with its delivery.
+    private func store(_ message: RegistrationMessage, at: Int64, logger: Logger) async -> DeliveryDisposition {
         do {
             switch message {
             case .upsert(let app, let token, let registration):
@@ -97,12 +101,16 @@ public struct RegistrationQueueConsumer: Service {
                     token: token,
                     registration: registration,
                     defaultEnvironment: app.environment,
-                    now: now()
+                    now: at
                 )
-                logger.debug("registered", metadata: ["push.created": "\(result.created)"])
+                if result.applied {
+                    logger.debug("registered", metadata: ["push.created": "\(result.created)"])
+                } else {
+                    logger.info("ignored a registration older than what the registry holds", metadata: ["push.registered_at": "\(at)"])
+                }
             case .delete(let app, let token):
-                let existed = try await registry.delete(app: app.bundleID, token: token)
-                logger.debug("unregistered", metadata: ["push.existed": "\(existed)"])
+                let removed = try await registry.delete(app: app.bundleID, token: token, at: at)
+                logger.debug("unregistered", metadata: ["push.removed": "\(removed)"])
             }
             return .ack
         } catch  where error.isRetryable {

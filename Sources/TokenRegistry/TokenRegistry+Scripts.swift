@@ -31,28 +31,40 @@ extension TokenRegistry {
         end
         """
 
-    /// Upsert. `ARGV[3]` = now (ms), `ARGV[4]` = the new user or `""` for none, `ARGV[5]` = the new
-    /// topics as a JSON array, `ARGV[6…]` = the other hash fields as field/value pairs.
+    /// Upsert. `ARGV[3]` = when the registration happened (ms), `ARGV[4]` = the new user or `""` for
+    /// none, `ARGV[5]` = the new topics as a JSON array, `ARGV[6…]` = the other hash fields as
+    /// field/value pairs.
     ///
-    /// Leaves the old user's set if the user changed and the sets of topics no longer listed, replaces
-    /// the hash (keeping `registered_at` from the first registration; `updated_at` = now), joins the app,
-    /// user and topic sets. Returns `{created (1/0), registered_at}`.
+    /// Applied only if it is not older than what is stored: a record updated later (`updated_at` >
+    /// the event), or a deletion at or after the event (the tombstone `<base>gone:<token>`), wins and
+    /// `{2, registered_at}` is returned with nothing changed. Otherwise leaves the old user's set if the
+    /// user changed and the sets of topics no longer listed, replaces the hash (keeping
+    /// `registered_at` from the first registration; `updated_at` = the event), joins the app, user and
+    /// topic sets, clears a tombstone, and returns `{created (1/0), registered_at}`.
     static let upsertScript = RedisScript(
         leaveIndexSetsLua + """
 
             local record, all = KEYS[1], KEYS[2]
             local base, token, now, user, topics_json = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-            local topics = cjson.decode(topics_json)
-            local keep = {}
-            for _, topic in ipairs(topics) do keep[topic] = true end
+            local at = tonumber(now)
+            local gone = base .. 'gone:' .. token
+            local deleted_at = tonumber(redis.call('GET', gone))
+            if deleted_at and deleted_at >= at then return {2, 0} end
             local existed = redis.call('EXISTS', record) == 1
             local registered_at = now
             if existed then
-              local old = redis.call('HGET', record, 'registered_at')
-              if old and tonumber(old) then registered_at = old end
+              local stored = redis.call('HMGET', record, 'registered_at', 'updated_at')
+              if stored[1] and tonumber(stored[1]) then registered_at = stored[1] end
+              if stored[2] and tonumber(stored[2]) and tonumber(stored[2]) > at then return {2, registered_at} end
+            end
+            local topics = cjson.decode(topics_json)
+            local keep = {}
+            for _, topic in ipairs(topics) do keep[topic] = true end
+            if existed then
               leave_index_sets(record, base, token, user, keep)
               redis.call('DEL', record)
             end
+            if deleted_at then redis.call('DEL', gone) end
             local fields = {'registered_at', registered_at, 'updated_at', now, 'topics', topics_json}
             for i = 6, #ARGV do fields[#fields + 1] = ARGV[i] end
             redis.call('HSET', record, unpack(fields))
@@ -64,28 +76,38 @@ extension TokenRegistry {
             """
     )
 
-    /// Delete: leaves the user and topic sets the record names and the app's set, removes the hash.
-    /// Returns 1 if there was a record, 0 if not.
+    /// Delete. `ARGV[3]` = when the deletion happened (ms), `ARGV[4]` = the tombstone's lifetime (s).
+    ///
+    /// A record registered after the deletion (`updated_at` > the event) stays: returns 2. Otherwise
+    /// leaves the user and topic sets the record names and the app's set, removes the hash, and leaves
+    /// the tombstone `<base>gone:<token>` = the event time (the latest deletion's), so a registration
+    /// from before the deletion that arrives late cannot revive the device. Returns 1 if there was a
+    /// record, 0 if not.
     static let deleteScript = RedisScript(
         leaveIndexSetsLua + """
 
             local record, all = KEYS[1], KEYS[2]
-            local base, token = ARGV[1], ARGV[2]
+            local base, token, at, lifetime = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
+            local updated_at = tonumber(redis.call('HGET', record, 'updated_at'))
+            if updated_at and updated_at > at then return 2 end
             leave_index_sets(record, base, token, false, {})
             redis.call('SREM', all, token)
+            local gone = base .. 'gone:' .. token
+            local deleted_at = tonumber(redis.call('GET', gone))
+            if not deleted_at or at > deleted_at then redis.call('SET', gone, ARGV[3], 'EX', lifetime) end
             return redis.call('DEL', record)
             """
     )
 
     /// CONTRACT.md's invalid-token rule: `ARGV[3]` = when APNs called the token invalid (ms). A record
     /// updated after that moment stays (`{1, updated_at}`); otherwise it is deleted as by
-    /// ``deleteScript`` and returned (`{2, {field, value, …}}`); `{0}` when there is no record. A record
+    /// ``deleteScript`` (tombstone at that moment, lifetime `ARGV[4]` s) and returned (`{2, {field, value, …}}`); `{0}` when there is no record. A record
     /// without a readable `updated_at` cannot prove a newer registration, so it is removed.
     static let deleteIfNotRegisteredScript = RedisScript(
         leaveIndexSetsLua + """
 
             local record, all = KEYS[1], KEYS[2]
-            local base, token, since = ARGV[1], ARGV[2], tonumber(ARGV[3])
+            local base, token, since, lifetime = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
             if redis.call('EXISTS', record) == 0 then
               redis.call('SREM', all, token)
               return {0}
@@ -98,6 +120,9 @@ extension TokenRegistry {
             leave_index_sets(record, base, token, false, {})
             redis.call('SREM', all, token)
             redis.call('DEL', record)
+            local gone = base .. 'gone:' .. token
+            local deleted_at = tonumber(redis.call('GET', gone))
+            if not deleted_at or since > deleted_at then redis.call('SET', gone, ARGV[3], 'EX', lifetime) end
             return {2, fields}
             """
     )

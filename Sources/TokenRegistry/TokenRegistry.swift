@@ -19,6 +19,12 @@ public struct TokenRegistry: Sendable {
     /// trips, small enough that each reply stays far below a megabyte and Redis is never blocked long.
     public static let scanBatchSize = 500
 
+    /// How long a deletion is remembered (`<base>gone:<token>`): longer than any redelivery of a
+    /// registration (retry tiers are minutes) and than the oldest `registered_at` a queue message may
+    /// carry (``RegistrationEventTime/maximumAge``), so a late registration from before the deletion
+    /// cannot revive the device.
+    public static let tombstoneLifetime: Duration = .seconds(8 * 24 * 3600)
+
     let redis: any RedisCommandExecutor
     /// The first part of every key: `push` in production (CONTRACT.md); tests use their own.
     public let keyPrefix: String
@@ -35,20 +41,23 @@ public struct TokenRegistry: Sendable {
 
     // MARK: Writing
 
-    /// Stores `registration` as `token`'s record, replacing the old one whole (the newest registration
-    /// wins), and moves the token between user and topic sets to match.
+    /// Stores `registration` as `token`'s record, replacing the old one whole, and moves the token
+    /// between user and topic sets to match — if it is the newest thing that happened to the token:
+    /// a registration older than the stored one, or than a deletion of the token, changes nothing
+    /// (``Upserted/applied`` is false), whatever order redeliveries bring them in.
     ///
     /// - Parameters:
     ///   - defaultEnvironment: the app's environment, for a registration that names none.
-    ///   - now: ms since 1970; becomes `updated_at`, and `registered_at` when the token is new.
-    /// - Returns: whether the token was new, and the record as stored.
+    ///   - now: when the registration happened (ms since 1970): the HTTP request's receipt or the
+    ///     producer's `registered_at`; becomes `updated_at`, and `registered_at` when the token is new.
+    /// - Returns: whether it was applied and the token new, and the record as it would be stored.
     public func upsert(
         app: String,
         token: DeviceToken,
         registration: DeviceRegistration,
         defaultEnvironment: AppConfiguration.Environment,
         now: Int64
-    ) async throws(RegistryError) -> (created: Bool, record: DeviceRecord) {
+    ) async throws(RegistryError) -> Upserted {
         let keys = keys(app: app)
         let recordKey = keys.record(token)
         let environment = registration.environment ?? defaultEnvironment
@@ -59,7 +68,7 @@ public struct TokenRegistry: Sendable {
         }
         let operation = "upsert of \(keys.base)token:\(token.redacted)"
         let reply = try await run(Self.upsertScript, keys: [recordKey, keys.tokens], args: args, operation: operation, key: recordKey)
-        guard let elements = reply.array, elements.count == 2, let created = elements[0].integer,
+        guard let elements = reply.array, elements.count == 2, let outcome = elements[0].integer,
             let registeredAt = elements[1].integer
         else {
             throw RegistryError.unexpectedReply(reply, during: operation)
@@ -73,24 +82,51 @@ public struct TokenRegistry: Sendable {
             topics: registration.topics,
             device: registration.device,
             settings: registration.settings,
-            registeredAt: registeredAt,
+            registeredAt: outcome == 2 && registeredAt == 0 ? now : registeredAt,
             updatedAt: now
         )
-        return (created == 1, record)
+        return Upserted(created: outcome == 1, applied: outcome != 2, record: record)
     }
 
-    /// Removes `token`'s record and its user, topic and app set memberships.
+    /// What an upsert did.
+    public struct Upserted: Sendable, Equatable {
+        /// The token had no record (and now has one).
+        public let created: Bool
+        /// False when a newer registration or deletion was already stored: nothing changed.
+        public let applied: Bool
+        /// The record as this registration stores it (as it would have, when not applied).
+        public let record: DeviceRecord
+    }
+
+    /// Removes `token`'s record and its user, topic and app set memberships, and remembers the
+    /// deletion for ``tombstoneLifetime`` so that an older registration arriving late cannot revive
+    /// the device. A record registered after `at` stays: the deletion is older news.
     ///
-    /// - Returns: whether there was a record.
+    /// - Parameter at: when the deletion happened (ms since 1970).
+    /// - Returns: whether a record was removed.
     @discardableResult
-    public func delete(app: String, token: DeviceToken) async throws(RegistryError) -> Bool {
+    public func delete(app: String, token: DeviceToken, at: Int64) async throws(RegistryError) -> Bool {
         let keys = keys(app: app)
         let recordKey = keys.record(token)
         let operation = "delete of \(keys.base)token:\(token.redacted)"
         let reply = try await run(
-            Self.deleteScript, keys: [recordKey, keys.tokens], args: [keys.base, token.hex], operation: operation, key: recordKey)
+            Self.deleteScript, keys: [recordKey, keys.tokens],
+            args: [keys.base, token.hex, String(at), String(Self.tombstoneLifetime.components.seconds)], operation: operation,
+            key: recordKey)
         guard let removed = reply.integer else { throw RegistryError.unexpectedReply(reply, during: operation) }
-        return removed > 0
+        return removed == 1
+    }
+
+    /// When `token` was last deleted (ms since 1970), while the deletion is remembered.
+    public func deletedAt(app: String, token: DeviceToken) async throws(RegistryError) -> Int64? {
+        let key = keys(app: app).base + "gone:" + token.hex
+        let reply: RedisReply
+        do {
+            reply = try await redis.execute("GET", key)
+        } catch {
+            throw RegistryError.redis(error, during: "read of \(key)", key: key)
+        }
+        return reply.string.flatMap { Int64($0) }
     }
 
     /// CONTRACT.md's invalid-token rule: removes `token` (like ``delete(app:token:)``) only if it was not
@@ -106,7 +142,7 @@ public struct TokenRegistry: Sendable {
         let reply = try await run(
             Self.deleteIfNotRegisteredScript,
             keys: [recordKey, keys.tokens],
-            args: [keys.base, token.hex, String(timestamp)],
+            args: [keys.base, token.hex, String(timestamp), String(Self.tombstoneLifetime.components.seconds)],
             operation: operation,
             key: recordKey
         )

@@ -66,7 +66,8 @@ extension PushctlCommand {
                 let redis = try await connection.redis()
                 let removed: Bool
                 do {
-                    removed = try await TokenRegistry(redis: redis).delete(app: target.app, token: token)
+                    removed = try await TokenRegistry(redis: redis).delete(
+                        app: target.app, token: token, at: Int64((Date().timeIntervalSince1970 * 1000).rounded()))
                 } catch {
                     await redis.close()
                     throw error

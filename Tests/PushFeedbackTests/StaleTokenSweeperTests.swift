@@ -71,7 +71,7 @@ struct StaleTokenSweeperTests {
             // step's tokens are gone (announced back then).
             let first = try await fixture.registry.tokenPage(app: fixture.app, cursor: "0", count: 5)
             #expect(first.next != "0")
-            for token in first.tokens { try await fixture.registry.delete(app: fixture.app, token: token) }
+            for token in first.tokens { try await fixture.registry.delete(app: fixture.app, token: token, at: 2) }
             let keys = SweepKeys(prefix: fixture.registry.keyPrefix, app: fixture.app)
             try await fixture.redis.execute(
                 "HSET", keys.state, "cursor", first.next, "scanned", String(first.tokens.count), "removed", String(first.tokens.count))

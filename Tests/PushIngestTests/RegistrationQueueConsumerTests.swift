@@ -66,6 +66,77 @@ struct RegistrationQueueConsumerTests {
         }
     }
 
+    /// Redeliveries bring messages in any order: the registry applies each only if it is newer than
+    /// what it holds, and a deletion leaves a tombstone so an older registration cannot revive the
+    /// device (issue 18, item 6).
+    @Test func registrationsApplyInEventOrderWhateverOrderTheyArriveIn() async throws {
+        try await withRegistrationQueueFixture("order") { fixture in
+            let token = fixture.token(7)
+            let base: Int64 = 1_767_225_000_000
+            fixture.clock.set(base + 5_000)
+            func message(_ at: Int64, _ fields: String) -> String {
+                #"{"app": "\#(fixture.app)", "token": "\#(token.hex)", "registered_at": \#(at)\#(fields)}"#
+            }
+            func drained() async throws {
+                try await eventually("the registrations queue is drained") {
+                    let status = try await fixture.amqp.queueStatus(fixture.names.registrations.name)
+                    return status.messages == 0
+                }
+            }
+            try await fixture.run { _ in
+                try await fixture.publish(message(base + 2_000, #", "user": "new", "topics": ["news"]"#))
+                _ = try await fixture.eventuallyRecord(token) { $0?.updatedAt == base + 2_000 }
+                // Older news, arriving late: a delete and a registration from before the stored one.
+                try await fixture.publish(message(base + 1_000, #", "op": "delete""#))
+                try await fixture.publish(message(base + 500, #", "user": "old", "topics": ["sports"]"#))
+                try await drained()
+                let kept = try await fixture.registry.record(app: fixture.app, token: token)
+                #expect(kept?.user == "new" && kept?.topics == ["news"] && kept?.updatedAt == base + 2_000)
+                #expect(try await fixture.members(fixture.keys.user("old")).isEmpty)
+                #expect(try await fixture.members(fixture.keys.topic("sports")).isEmpty)
+
+                // A newer delete removes it; a registration from before that delete cannot bring it back.
+                try await fixture.publish(message(base + 3_000, #", "op": "delete""#))
+                _ = try await fixture.eventuallyRecord(token) { $0 == nil }
+                try await fixture.publish(message(base + 2_500, #", "user": "zombie""#))
+                try await drained()
+                #expect(try await fixture.registry.record(app: fixture.app, token: token) == nil)
+                #expect(try await fixture.members(fixture.keys.tokens).isEmpty)
+                #expect(try await fixture.registry.deletedAt(app: fixture.app, token: token) == base + 3_000)
+
+                // Registering again after the delete works, and clears the tombstone.
+                try await fixture.publish(message(base + 4_000, #", "user": "back""#))
+                let back = try await fixture.eventuallyRecord(token) { $0 != nil }
+                #expect(back?.user == "back" && back?.registeredAt == base + 4_000)
+                #expect(try await fixture.registry.deletedAt(app: fixture.app, token: token) == nil)
+            }
+            #expect(try await fixture.amqp.queueStatus(fixture.names.dead).messages == 0)
+        }
+    }
+
+    @Test func aRegisteredAtOutsideTheWindowIsDeadLetteredNamingTheField() async throws {
+        try await withRegistrationQueueFixture("window") { fixture in
+            let token = fixture.token(8)
+            let now: Int64 = 1_767_225_000_000
+            fixture.clock.set(now)
+            let bodies = [
+                #"{"app": "\#(fixture.app)", "token": "\#(token.hex)", "registered_at": \#(now + 10 * 60_000)}"#,
+                #"{"app": "\#(fixture.app)", "token": "\#(token.hex)", "registered_at": \#(now - 8 * 86_400_000)}"#,
+                #"{"app": "\#(fixture.app)", "token": "\#(token.hex)", "registered_at": "yesterday"}"#,
+                #"{"app": "\#(fixture.app)", "token": "\#(token.hex)", "registered_at": 99999999999999999999999}"#,
+            ]
+            try await fixture.run { _ in
+                for body in bodies { try await fixture.publish(body) }
+                let dead = try await fixture.receive(from: fixture.names.dead, count: bodies.count)
+                for delivery in dead {
+                    let reason = delivery.properties.headers[PushQueues.errorHeader]?.stringValue ?? ""
+                    #expect(reason.hasPrefix("registered_at: "), "\(reason)")
+                }
+            }
+            #expect(try await fixture.registry.record(app: fixture.app, token: token) == nil)
+        }
+    }
+
     @Test func invalidMessagesAreDeadLetteredWithTheReasonAndLaterOnesStillProcessed() async throws {
         try await withRegistrationQueueFixture("invalid") { fixture in
             let token = fixture.token(3)

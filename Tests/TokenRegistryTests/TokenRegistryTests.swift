@@ -124,6 +124,52 @@ struct TokenRegistryTests {
         await redis.close()
     }
 
+    /// The newest event wins whatever order writes arrive in: an older upsert or delete changes
+    /// nothing, a deletion (also an invalid-token removal) leaves a tombstone an older registration
+    /// cannot pass, and a tie between a registration and a deletion goes to the deletion.
+    @Test func writesApplyInEventOrder() async throws {
+        let redis = try await RegistryTesting.client()
+        let registry = TokenRegistry(redis: redis)
+        let app = RegistryTesting.uniqueApp("order")
+        let keys = registry.keys(app: app)
+        let token = RegistryTesting.token(9)
+        let bob = DeviceRegistration(user: "bob", topics: ["sports"])
+
+        #expect(try await registry.upsert(app: app, token: token, registration: alice, defaultEnvironment: .production, now: 2_000).applied)
+        let older = try await registry.upsert(app: app, token: token, registration: bob, defaultEnvironment: .production, now: 1_000)
+        #expect(!older.applied && !older.created)
+        #expect(try await registry.record(app: app, token: token)?.user == "alice")
+        #expect(try await RegistryTesting.members(redis, keys.user("bob")).isEmpty)
+        #expect(try await !registry.delete(app: app, token: token, at: 1_500), "a delete older than the registration keeps it")
+        #expect(try await registry.record(app: app, token: token)?.updatedAt == 2_000)
+
+        #expect(try await registry.delete(app: app, token: token, at: 3_000))
+        #expect(try await registry.deletedAt(app: app, token: token) == 3_000)
+        for at: Int64 in [2_500, 3_000] {
+            #expect(try await !registry.upsert(app: app, token: token, registration: bob, defaultEnvironment: .production, now: at).applied)
+        }
+        #expect(try await registry.record(app: app, token: token) == nil)
+        #expect(try await RegistryTesting.members(redis, keys.tokens).isEmpty)
+        // An older delete does not move the tombstone back.
+        #expect(try await !registry.delete(app: app, token: token, at: 2_000))
+        #expect(try await registry.deletedAt(app: app, token: token) == 3_000)
+
+        let again = try await registry.upsert(app: app, token: token, registration: bob, defaultEnvironment: .production, now: 3_500)
+        #expect(again.applied && again.created && again.record.registeredAt == 3_500)
+        #expect(try await registry.deletedAt(app: app, token: token) == nil)
+
+        // APNs called it invalid at 4,000: removed, and a registration from before that stays out.
+        guard case .removed = try await registry.deleteIfNotRegistered(since: 4_000, app: app, token: token) else {
+            Issue.record("a token registered before APNs called it invalid is removed")
+            return
+        }
+        #expect(try await registry.deletedAt(app: app, token: token) == 4_000)
+        #expect(try await !registry.upsert(app: app, token: token, registration: bob, defaultEnvironment: .production, now: 3_900).applied)
+        #expect(try await registry.upsert(app: app, token: token, registration: bob, defaultEnvironment: .production, now: 4_100).applied)
+
+        try await RegistryTesting.cleanUp(redis, app: app)
+    }
+
     @Test func deleteRemovesTheRecordAndEverySetMembership() async throws {
         let redis = try await RegistryTesting.client()
         let registry = TokenRegistry(redis: redis)
@@ -134,16 +180,16 @@ struct TokenRegistryTests {
 
         _ = try await registry.upsert(app: app, token: token, registration: alice, defaultEnvironment: .production, now: 1)
         _ = try await registry.upsert(app: app, token: survivor, registration: alice, defaultEnvironment: .production, now: 1)
-        #expect(try await registry.delete(app: app, token: token))
+        #expect(try await registry.delete(app: app, token: token, at: 2))
         #expect(try await registry.record(app: app, token: token) == nil)
         #expect(try await !RegistryTesting.exists(redis, keys.record(token)))
         for key in [keys.user("alice"), keys.topic("news"), keys.topic("sports"), keys.tokens] {
             #expect(try await RegistryTesting.members(redis, key) == [survivor.hex], "\(key)")
         }
         // Deleting again is harmless and says there was nothing.
-        #expect(try await !registry.delete(app: app, token: token))
+        #expect(try await !registry.delete(app: app, token: token, at: 2))
 
-        #expect(try await registry.delete(app: app, token: survivor))
+        #expect(try await registry.delete(app: app, token: survivor, at: 2))
         let left = try await redis.execute("EXISTS", keys.user("alice"), keys.topic("news"), keys.topic("sports"), keys.tokens)
         #expect(left == .integer(0))
 
@@ -360,7 +406,7 @@ struct TokenRegistryTests {
                 }
             ),
             ("record", { () throws(RegistryError) in _ = try await registry.record(app: "com.test.down", token: token) }),
-            ("delete", { () throws(RegistryError) in _ = try await registry.delete(app: "com.test.down", token: token) }),
+            ("delete", { () throws(RegistryError) in _ = try await registry.delete(app: "com.test.down", token: token, at: 1) }),
             ("scan", { () throws(RegistryError) in for try await _ in registry.tokens(app: "com.test.down") {} }),
         ]
         for (name, operation) in operations {
