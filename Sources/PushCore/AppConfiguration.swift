@@ -101,6 +101,9 @@ extension AppConfiguration {
 
         /// Bearer keys accepted by the registration HTTP API (`api_keys`, default none).
         public var apiKeys: [String]
+        /// The longest `timestamp_window_s`: a day (a replayed request is refused within twice the window).
+        public static let maximumTimestampWindowSeconds = 86_400
+
         /// How the legacy forms' `credential` parameter is checked (`credential`, default `md5`).
         public var credential: Credential
         /// The HMAC key for ``Credential/hmacSHA256`` (`secret`, default none).

@@ -142,12 +142,12 @@ extension AppsFile {
         }
         var window = AppConfiguration.Ingest.defaultTimestampWindow
         if let seconds = try ingest.int("timestamp_window_s") {
-            if seconds < 1 {
+            if seconds < 1 || seconds > AppConfiguration.Ingest.maximumTimestampWindowSeconds {
                 throw AppsFileError(
                     .invalidValue,
                     field: ingest.fieldPath("timestamp_window_s"),
                     app: ingest.app,
-                    reason: "must be at least 1 (seconds), got \(seconds)"
+                    reason: "must be 1–\(AppConfiguration.Ingest.maximumTimestampWindowSeconds) (seconds), got \(seconds)"
                 )
             }
             window = .seconds(seconds)

@@ -1,5 +1,6 @@
 import Hummingbird
 import PushCore
+import TokenRegistry
 
 /// The legacy client forms (CONTRACT.md, "Legacy client forms"), so shipped apps keep working unchanged:
 ///
@@ -38,6 +39,7 @@ extension HTTPRegistrationEndpoints {
                 }
                 app = resolved
                 try form.verify(ingest: app.ingest, nowMilliseconds: Self.nowMilliseconds())
+                try await claimCredential(form, app: app)
             } catch {
                 throw await refusal(error, client: client)
             }
@@ -69,6 +71,21 @@ extension HTTPRegistrationEndpoints {
             try await enforceRateLimits(client: client, app: app.bundleID)
             let (created, _) = try await upsert(app: app, token: form.token, registration: form.registration)
             return Answer(status: .ok, body: nil, outcome: created ? "created" : "updated")
+        }
+    }
+
+    /// A checked credential is accepted once: a captured request replayed within the timestamp window
+    /// is refused (`ret` 2). Remembered for twice the window, the longest it can stay valid.
+    private func claimCredential(_ form: LegacyRegistrationForm, app: AppConfiguration) async throws(IngestError) {
+        guard app.ingest.credential != .none, let credential = form.credential?.lowercased() else { return }
+        let firstUse: Bool
+        do {
+            firstUse = try await registry.claimOnce("credential:" + credential, app: app.bundleID, lifetime: app.ingest.timestampWindow * 2)
+        } catch {
+            throw IngestError.registry(error)
+        }
+        guard firstUse else {
+            throw IngestError(.badCredential, field: "credential", "was already used: each signed registration is accepted once")
         }
     }
 

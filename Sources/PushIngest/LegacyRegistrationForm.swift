@@ -96,15 +96,16 @@ struct LegacyRegistrationForm: Sendable, Equatable {
             throw IngestError(
                 .invalidRequest(.invalidField), field: "timestamp", "must be a whole number of ms since 1970, got \(Self.quoted(rawTimestamp))")
         }
-        let windowMilliseconds =
-            ingest.timestampWindow.components.seconds * 1000 + ingest.timestampWindow.components.attoseconds / 1_000_000_000_000_000
-        let skew = timestamp - nowMilliseconds
-        if abs(skew) > windowMilliseconds {
+        // Saturating: the apps file bounds the window, but no value may trap here.
+        let (windowSeconds, _) = ingest.timestampWindow.components
+        let windowMilliseconds = min(max(windowSeconds, 0), Int64(AppConfiguration.Ingest.maximumTimestampWindowSeconds)) * 1000
+        let (skew, _) = timestamp.subtractingReportingOverflow(nowMilliseconds)
+        if skew.magnitude > UInt64(windowMilliseconds) {
             let hint = timestamp < 100_000_000_000 ? " (it looks like seconds; send milliseconds)" : ""
             throw IngestError(
                 .staleTimestamp,
                 field: "timestamp",
-                "is \(abs(skew) / 1000) s \(skew < 0 ? "in the past" : "in the future"), outside the \(windowMilliseconds / 1000) s window\(hint)"
+                "is \(skew.magnitude / 1000) s \(skew < 0 ? "in the past" : "in the future"), outside the \(windowMilliseconds / 1000) s window\(hint)"
             )
         }
         guard let credential else {

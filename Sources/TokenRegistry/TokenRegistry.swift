@@ -117,6 +117,21 @@ public struct TokenRegistry: Sendable {
         return removed == 1
     }
 
+    /// Records `name` for `app` for `lifetime` unless it is recorded already: true the first time.
+    /// push-ingest claims each legacy credential once, so a captured request cannot be replayed.
+    public func claimOnce(_ name: String, app: String, lifetime: Duration) async throws(RegistryError) -> Bool {
+        let key = keys(app: app).base + "once:" + name
+        let milliseconds = max(1, lifetime.components.seconds * 1000 + lifetime.components.attoseconds / 1_000_000_000_000_000)
+        let reply: RedisReply
+        do {
+            reply = try await redis.execute("SET", key, "1", "NX", "PX", String(milliseconds))
+        } catch {
+            throw RegistryError.redis(error, during: "claim of \(keys(app: app).base)once:…", key: key)
+        }
+        if let message = reply.errorMessage { throw RegistryError.unexpectedReply(reply, during: "claim (\(message))") }
+        return reply.string == "OK"
+    }
+
     /// When `token` was last deleted (ms since 1970), while the deletion is remembered.
     public func deletedAt(app: String, token: DeviceToken) async throws(RegistryError) -> Int64? {
         let key = keys(app: app).base + "gone:" + token.hex

@@ -266,7 +266,14 @@ struct AppsFileTests {
             name: "timestamp window zero",
             json: #""ingest": {"timestamp_window_s": 0}"#,
             code: .invalidValue,
-            message: #"apps["com.example.game"].ingest.timestamp_window_s: must be at least 1 (seconds), got 0"#
+            message: #"apps["com.example.game"].ingest.timestamp_window_s: must be 1–86400 (seconds), got 0"#
+        ),
+        BadFile(
+            // Used to reach ms arithmetic in the legacy credential check, where it overflowed.
+            name: "timestamp window of centuries",
+            json: #""ingest": {"timestamp_window_s": 9223372036854775807}"#,
+            code: .invalidValue,
+            message: #"apps["com.example.game"].ingest.timestamp_window_s: must be 1–86400 (seconds), got 9223372036854775807"#
         ),
         BadFile(
             name: "timestamp window as a string",

@@ -101,6 +101,29 @@ import TokenRegistry
         await harness.cleanUp()
     }
 
+    /// A signed request is accepted once: the same URL replayed within the timestamp window is ret 2
+    /// and changes nothing; the app signing again with a new timestamp registers (issue 18, item 7).
+    @Test func aReplayedSignedRequestIsRefused() async throws {
+        let harness = try await HTTPIngestHarness.make()
+        let token = TestTokens.random()
+        try await harness.run { client async throws in
+            let url = Self.signed(LegacyRegistrationURL(deviceToken: token), mode: .md5)
+            #expect(try await client.get(url.path).status == .ok)
+            let before = try #require(try await harness.record(Self.game, token))
+
+            let replay = try await client.get(url.path)
+            #expect(replay.status == .forbidden)
+            #expect(replay.json["ret"] as? Int == 2)
+            #expect((replay.json["msg"] as? String)?.hasPrefix("credential: was already used") == true, "\(replay.text)")
+            #expect(try await harness.record(Self.game, token)?.updatedAt == before.updatedAt)
+
+            var again = LegacyRegistrationURL(deviceToken: token)
+            again.timestamp = String(HTTPTesting.nowMilliseconds() + 1)
+            #expect(try await client.get(Self.signed(again, mode: .md5).path).status == .ok)
+        }
+        await harness.cleanUp()
+    }
+
     @Test func aWrongCredentialIsRet2AndWritesNothing() async throws {
         let harness = try await HTTPIngestHarness.make()
         let token = TestTokens.random()
