@@ -99,10 +99,13 @@ extension AppConfiguration {
         /// The default of ``timestampWindow``: 300 seconds.
         public static let defaultTimestampWindow: Duration = .seconds(300)
 
-        /// Bearer keys accepted by the registration HTTP API (`api_keys`, default none).
-        public var apiKeys: [String]
         /// The longest `timestamp_window_s`: a day (a replayed request is refused within twice the window).
         public static let maximumTimestampWindowSeconds = 86_400
+        /// `POST /push_token` registrations one username may make per minute.
+        public static let pushTokenPerUserPerMinute = 10
+
+        /// Bearer keys accepted by the registration HTTP API (`api_keys`, default none).
+        public var apiKeys: [String]
 
         /// How the legacy forms' `credential` parameter is checked (`credential`, default `md5`).
         public var credential: Credential
@@ -110,17 +113,22 @@ extension AppConfiguration {
         public var secret: String?
         /// How far a legacy registration's `timestamp` may be from now (`timestamp_window_s`, default 300).
         public var timestampWindow: Duration
+        /// Whether the legacy `POST /push_token` (a username bound to a token with no credential)
+        /// registers for this app, when it is the default app (`push_token`, default false).
+        public var pushToken: Bool
 
         public init(
             apiKeys: [String] = [],
             credential: Credential = .md5,
             secret: String? = nil,
-            timestampWindow: Duration = Ingest.defaultTimestampWindow
+            timestampWindow: Duration = Ingest.defaultTimestampWindow,
+            pushToken: Bool = false
         ) {
             self.apiKeys = apiKeys
             self.credential = credential
             self.secret = secret
             self.timestampWindow = timestampWindow
+            self.pushToken = pushToken
         }
     }
 

@@ -127,7 +127,7 @@ extension AppsFile {
         guard let ingest else {
             return AppConfiguration.Ingest()
         }
-        try ingest.rejectUnknownFields(allowed: ["api_keys", "credential", "secret", "timestamp_window_s"])
+        try ingest.rejectUnknownFields(allowed: ["api_keys", "credential", "secret", "timestamp_window_s", "push_token"])
         var credential = AppConfiguration.Credential.md5
         if let name = try ingest.string("credential") {
             guard let value = AppConfiguration.Credential(rawValue: name) else {
@@ -156,7 +156,8 @@ extension AppsFile {
             apiKeys: try ingest.stringArray("api_keys") ?? [],
             credential: credential,
             secret: try ingest.string("secret"),
-            timestampWindow: window
+            timestampWindow: window,
+            pushToken: try ingest.bool("push_token") ?? false
         )
     }
 

@@ -1,5 +1,6 @@
 import Hummingbird
 import PushCore
+import RateLimiting
 import TokenRegistry
 
 /// The legacy client forms (CONTRACT.md, "Legacy client forms"), so shipped apps keep working unchanged:
@@ -64,13 +65,38 @@ extension HTTPRegistrationEndpoints {
                 guard let defaultApp = apps.defaultApp else {
                     throw IngestError(.unknownApp, "no app is the default, and /push_token registers for the default app")
                 }
+                guard defaultApp.ingest.pushToken else {
+                    throw IngestError(.forbidden, "/push_token is not enabled for \(defaultApp.bundleID) (ingest.push_token in the apps file)")
+                }
                 app = defaultApp
             } catch {
                 throw await refusal(error, client: client)
             }
             try await enforceRateLimits(client: client, app: app.bundleID)
+            try await enforcePushTokenLimit(app: app.bundleID, username: form.registration.user)
             let (created, _) = try await upsert(app: app, token: form.token, registration: form.registration)
             return Answer(status: .ok, body: nil, outcome: created ? "created" : "updated")
+        }
+    }
+
+    /// `/push_token` binds a username to a token without a credential: at most
+    /// ``PushCore/AppConfiguration/Ingest/pushTokenPerUserPerMinute`` registrations per username a
+    /// minute, so nobody can attach a flood of tokens to someone's account.
+    private func enforcePushTokenLimit(app: String, username: String?) async throws(IngestError) {
+        guard let username else { return }
+        let limit = RateLimit(
+            key: "\(configuration.rateLimitKeyPrefix):{\(app)}:ingest:push_token:\(username)",
+            limit: AppConfiguration.Ingest.pushTokenPerUserPerMinute, period: .seconds(60))
+        let decisions: [RateLimitDecision]
+        do {
+            decisions = try await rateLimiter.check([limit])
+        } catch {
+            throw IngestError(.unavailable, IngestError.unavailableMessage, cause: "rate limiter: \(error)")
+        }
+        if case .limited(let wait)? = decisions.first {
+            throw IngestError(
+                .rateLimited, field: "username", "too many /push_token registrations for this username; retry after the Retry-After seconds",
+                retryAfter: wait)
         }
     }
 

@@ -159,7 +159,9 @@ struct LegacyRegistrationForm: Sendable, Equatable {
 /// - `username`: the user; empty or absent registers the device without a user (an app that is not
 ///   logged in yet), checked like the API's `user` (at most 256 characters, no control characters).
 ///
-/// No credential: the form never had one. The client address rate limit is its only guard.
+/// No credential: the form never had one. So it answers only for a default app whose apps-file entry
+/// sets `ingest.push_token: true`, and each username gets at most
+/// ``PushCore/AppConfiguration/Ingest/pushTokenPerUserPerMinute`` registrations a minute.
 struct LegacyPushTokenForm: Sendable, Equatable {
     var token: DeviceToken
     var registration: DeviceRegistration

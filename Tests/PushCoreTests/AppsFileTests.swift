@@ -13,7 +13,7 @@ struct AppsFileTests {
               "default": true,
               "environment": "production",
               "apns": { "key_file": "keys/AuthKey_ABC123DEFG.p8", "key_id": "ABC123DEFG", "team_id": "DEF123GHIJ" },
-              "ingest": { "api_keys": ["k1", "k2"], "credential": "md5", "secret": "s3cret", "timestamp_window_s": 300 },
+              "ingest": { "api_keys": ["k1", "k2"], "credential": "md5", "secret": "s3cret", "timestamp_window_s": 300, "push_token": true },
               "rate_limits": { "per_device_per_hour": 60, "per_app_per_second": 5000 }
             }
           }
@@ -62,6 +62,7 @@ struct AppsFileTests {
         #expect(app.ingest.credential == .md5)
         #expect(app.ingest.secret == "s3cret")
         #expect(app.ingest.timestampWindow == .seconds(300))
+        #expect(app.ingest.pushToken)
         #expect(app.rateLimits == .init(perDevicePerHour: 60, perAppPerSecond: 5000))
         #expect(file.defaultApp == app)
     }
@@ -76,6 +77,7 @@ struct AppsFileTests {
         #expect(app.ingest.credential == .md5)
         #expect(app.ingest.secret == nil)
         #expect(app.ingest.timestampWindow == .seconds(300))
+        #expect(!app.ingest.pushToken, "/push_token is off unless an app enables it")
         #expect(app.rateLimits.perDevicePerHour == 60)
         #expect(app.rateLimits.perAppPerSecond == 5000)
         #expect(file.defaultApp == nil)
@@ -365,7 +367,8 @@ struct AppsFileTests {
             name: "unknown ingest field",
             json: #""ingest": {"apikeys": []}"#,
             code: .unknownField,
-            message: #"apps["com.example.game"].ingest.apikeys: unknown field (allowed here: api_keys, credential, secret, timestamp_window_s)"#
+            message:
+                #"apps["com.example.game"].ingest.apikeys: unknown field (allowed here: api_keys, credential, secret, timestamp_window_s, push_token)"#
         ),
         BadFile(
             name: "unknown rate limit field",

@@ -251,6 +251,42 @@ import TokenRegistry
         await harness.cleanUp()
     }
 
+    /// `/push_token` binds any username to any token with no credential: only an app that enables it
+    /// answers, and one username gets a few registrations a minute (issue 18, item 7).
+    @Test func pushTokenIsOffUnlessTheAppEnablesItAndLimitedPerUsername() async throws {
+        let closed = try await HTTPIngestHarness.make(
+            apps: HTTPIngestHarness.standardApps.map { app in
+                var app = app
+                app.ingest.pushToken = false
+                return app
+            })
+        try await closed.run { client async throws in
+            let token = TestTokens.random()
+            let refused = try await client.postForm("/push_token", "username=alice&token=\(token)")
+            #expect(refused.status == .forbidden)
+            #expect(refused.json["ret"] as? Int == 2)
+            #expect((refused.json["msg"] as? String)?.contains("ingest.push_token") == true, "\(refused.text)")
+            #expect(try await closed.record(Self.game, token) == nil)
+        }
+        await closed.cleanUp()
+
+        let harness = try await HTTPIngestHarness.make()
+        try await harness.run { client async throws in
+            for _ in 0..<AppConfiguration.Ingest.pushTokenPerUserPerMinute {
+                #expect(try await client.postForm("/push_token", "username=carol&token=\(TestTokens.random())").status == .ok)
+            }
+            let token = TestTokens.random()
+            let limited = try await client.postForm("/push_token", "username=carol&token=\(token)")
+            #expect(limited.status == .tooManyRequests)
+            #expect(limited.json["ret"] as? Int == 5)
+            #expect((limited.json["msg"] as? String)?.hasPrefix("username: ") == true, "\(limited.text)")
+            #expect(try await harness.record(Self.game, token) == nil)
+            // Another username is not held back.
+            #expect(try await client.postForm("/push_token", "username=dan&token=\(token)").status == .ok)
+        }
+        await harness.cleanUp()
+    }
+
     @Test func pushTokenRegistersForTheDefaultAppWithTheUsername() async throws {
         let harness = try await HTTPIngestHarness.make()
         let token = TestTokens.random()

@@ -112,7 +112,7 @@ struct HTTPIngestHarness: Sendable {
             isDefault: true,
             environment: .sandbox,
             apns: apns,
-            ingest: .init(apiKeys: gameKeys, credential: .md5, timestampWindow: .seconds(300))
+            ingest: .init(apiKeys: gameKeys, credential: .md5, timestampWindow: .seconds(300), pushToken: true)
         ),
         AppConfiguration(
             bundleID: shop,
