@@ -8,8 +8,8 @@
 /// | `default` | `false` |
 /// | `environment` | `production` |
 /// | `ingest.api_keys` | `[]` (the HTTP API accepts no key for this app; the legacy forms still work) |
-/// | `ingest.credential` | `md5` (what existing legacy clients send) |
-/// | `ingest.secret` | none (required when `credential` is `hmac-sha256`) |
+/// | `ingest.credential` | `hmac-sha256`; `md5` only where an app names it (what old clients send) |
+/// | `ingest.secret` | none (required when `credential` is named `hmac-sha256`; without it, an app that names no credential refuses the legacy `/register`) |
 /// | `ingest.timestamp_window_s` | `300` |
 /// | `rate_limits.per_device_per_hour` | `60` |
 /// | `rate_limits.per_app_per_second` | `5000` |
@@ -107,7 +107,8 @@ extension AppConfiguration {
         /// Bearer keys accepted by the registration HTTP API (`api_keys`, default none).
         public var apiKeys: [String]
 
-        /// How the legacy forms' `credential` parameter is checked (`credential`, default `md5`).
+        /// How the legacy forms' `credential` parameter is checked (`credential`, default `hmac-sha256`;
+        /// `md5` only where an app names it).
         public var credential: Credential
         /// The HMAC key for ``Credential/hmacSHA256`` (`secret`, default none).
         public var secret: String?
@@ -119,7 +120,7 @@ extension AppConfiguration {
 
         public init(
             apiKeys: [String] = [],
-            credential: Credential = .md5,
+            credential: Credential = .hmacSHA256,
             secret: String? = nil,
             timestampWindow: Duration = Ingest.defaultTimestampWindow,
             pushToken: Bool = false
@@ -133,6 +134,10 @@ extension AppConfiguration {
     }
 
     /// The check applied to the legacy forms' `credential` parameter.
+    ///
+    /// The default is `hmac-sha256`: an app that names no credential and has no `secret` refuses the
+    /// legacy `/register` (nothing can be checked), rather than falling back to `md5`, which anyone who
+    /// has seen the formula can forge.
     public enum Credential: String, Sendable, Hashable, CaseIterable {
         /// Lowercase hex MD5 of `device_token + device_uuid + timestamp` (compatibility only: no secret).
         case md5
@@ -234,14 +239,6 @@ extension AppConfiguration {
                 field: "\(app).ingest.api_keys[\(index)]",
                 app: bundleID,
                 reason: "must not be empty"
-            )
-        }
-        if ingest.credential == .hmacSHA256, (ingest.secret ?? "").isEmpty {
-            throw AppsFileError(
-                .missingField,
-                field: "\(app).ingest.secret",
-                app: bundleID,
-                reason: "is required when credential is \"hmac-sha256\""
             )
         }
         if ingest.timestampWindow <= .zero {

@@ -128,8 +128,9 @@ extension AppsFile {
             return AppConfiguration.Ingest()
         }
         try ingest.rejectUnknownFields(allowed: ["api_keys", "credential", "secret", "timestamp_window_s", "push_token"])
-        var credential = AppConfiguration.Credential.md5
-        if let name = try ingest.string("credential") {
+        var credential = AppConfiguration.Credential.hmacSHA256
+        let named = try ingest.string("credential")
+        if let name = named {
             guard let value = AppConfiguration.Credential(rawValue: name) else {
                 throw AppsFileError(
                     .invalidValue,
@@ -152,10 +153,19 @@ extension AppsFile {
             }
             window = .seconds(seconds)
         }
+        let secret = try ingest.string("secret")
+        if named != nil, credential == .hmacSHA256, (secret ?? "").isEmpty {
+            throw AppsFileError(
+                .missingField,
+                field: ingest.fieldPath("secret"),
+                app: ingest.app,
+                reason: "is required when credential is \"hmac-sha256\""
+            )
+        }
         return AppConfiguration.Ingest(
             apiKeys: try ingest.stringArray("api_keys") ?? [],
             credential: credential,
-            secret: try ingest.string("secret"),
+            secret: secret,
             timestampWindow: window,
             pushToken: try ingest.bool("push_token") ?? false
         )

@@ -89,6 +89,12 @@ struct LegacyRegistrationForm: Sendable, Equatable {
         if ingest.credential == .none {
             return
         }
+        if ingest.credential == .hmacSHA256, (ingest.secret ?? "").isEmpty {
+            throw IngestError(
+                .forbidden, field: "credential",
+                "legacy registration is not set up for this app: name ingest.credential in the apps file (\"hmac-sha256\" with a secret; \"md5\" only for clients that cannot change)"
+            )
+        }
         guard let rawTimestamp else {
             throw IngestError(.invalidRequest(.missingField), field: "timestamp", "is required (ms since 1970)")
         }

@@ -74,7 +74,7 @@ struct AppsFileTests {
         #expect(app.isDefault == false)
         #expect(app.environment == .production)
         #expect(app.ingest.apiKeys == [])
-        #expect(app.ingest.credential == .md5)
+        #expect(app.ingest.credential == .hmacSHA256, "md5 only where an app names it")
         #expect(app.ingest.secret == nil)
         #expect(app.ingest.timestampWindow == .seconds(300))
         #expect(!app.ingest.pushToken, "/push_token is off unless an app enables it")

@@ -101,6 +101,26 @@ import TokenRegistry
         await harness.cleanUp()
     }
 
+    /// md5 only where an app names it: an app that names no credential checks hmac-sha256, and with
+    /// no secret to check it with, refuses the legacy form (issue 18, item 7).
+    @Test func anAppThatNamesNoCredentialAndHasNoSecretRefusesTheLegacyForm() async throws {
+        let apps = HTTPIngestHarness.standardApps.map { app in
+            var app = app
+            if app.bundleID == Self.game { app.ingest = AppConfiguration.Ingest(apiKeys: app.ingest.apiKeys) }
+            return app
+        }
+        let harness = try await HTTPIngestHarness.make(apps: apps)
+        let token = TestTokens.random()
+        try await harness.run { client async throws in
+            let response = try await client.get(Self.signed(LegacyRegistrationURL(deviceToken: token), mode: .md5).path)
+            #expect(response.status == .forbidden)
+            #expect(response.json["ret"] as? Int == 2)
+            #expect((response.json["msg"] as? String)?.contains("name ingest.credential") == true, "\(response.text)")
+            #expect(try await harness.record(Self.game, token) == nil)
+        }
+        await harness.cleanUp()
+    }
+
     /// A signed request is accepted once: the same URL replayed within the timestamp window is ret 2
     /// and changes nothing; the app signing again with a new timestamp registers (issue 18, item 7).
     @Test func aReplayedSignedRequestIsRefused() async throws {
