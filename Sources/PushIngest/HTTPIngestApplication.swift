@@ -56,6 +56,9 @@ public func buildIngestApplication(
     )
     let router = Router(context: IngestRequestContext.self)
     router.add(middleware: HTTPErrorMiddleware())
+    if !ingest.trustedProxies.isEmpty {
+        router.add(middleware: TrustedProxyMiddleware(trustedProxies: ingest.trustedProxies))
+    }
     router.put("/v1/apps/{app}/devices/{token}") { request, context in await endpoints.put(request, context: context) }
     router.get("/v1/apps/{app}/devices/{token}") { request, context in await endpoints.get(request, context: context) }
     router.delete("/v1/apps/{app}/devices/{token}") { request, context in await endpoints.delete(request, context: context) }

@@ -1,3 +1,4 @@
+import NIOCore
 public import PushServiceKit
 
 /// push-ingest's own settings: rate limits and the bounds on every HTTP request.
@@ -6,7 +7,8 @@ public import PushServiceKit
 /// ``PushServiceKit/PushConfiguration``; every key is in ``table``.
 ///
 /// The limits are a safety valve against a runaway client or app, not quotas: the defaults are high
-/// because behind a load balancer every client shares one address, and because the ingest benchmark
+/// because behind a load balancer every client shares one address unless the balancer is listed in
+/// ``trustedProxies`` (then its `X-Forwarded-For` names the client), and because the ingest benchmark
 /// (`Benchmarks/ingest`) sends everything from 127.0.0.1. Lower ``ratePerClient`` where clients connect
 /// directly. Each limit allows a burst of one second's worth of requests (GCRA, see `RateLimiting`).
 ///
@@ -28,6 +30,9 @@ public struct IngestConfiguration: Sendable, Hashable {
     public var idleTimeout: Duration
     /// The most connections served at once; further clients wait in the listen backlog until one closes.
     public var maxConnections: Int
+    /// Peers whose `X-Forwarded-For` names the client for the per-client limit (load balancers,
+    /// reverse proxies); empty: the header is ignored and the TCP peer is the client.
+    public var trustedProxies: Set<String> = []
     /// The longest single header line (name and value).
     public var maxHeaderFieldSize: Int
     /// The most header bytes a request may carry in total.
@@ -80,6 +85,14 @@ public struct IngestConfiguration: Sendable, Hashable {
             .seconds("PUSH_INGEST_REQUEST_TIMEOUT_S", \.requestTimeout, "seconds one request may take, body upload included"),
             .seconds("PUSH_INGEST_IDLE_TIMEOUT_S", \.idleTimeout, "seconds an idle keep-alive connection stays open"),
             .int("PUSH_INGEST_MAX_CONNECTIONS", \.maxConnections, in: 1...1_000_000, "connections served at once; more wait in the backlog"),
+            .text(
+                "PUSH_INGEST_TRUSTED_PROXIES", \.trustedProxies, expected: "comma-separated IP addresses (e.g. 10.0.0.5,10.0.0.6)",
+                "IP addresses of proxies whose X-Forwarded-For names the client for the per-client limit",
+                shown: { $0.isEmpty ? "none" : $0.sorted().joined(separator: ",") }
+            ) { text in
+                let addresses = text.split(separator: ",").map { String($0.filter { $0 != " " }) }.filter { !$0.isEmpty }
+                return addresses.allSatisfy(IngestConfiguration.isIPAddress) ? Set(addresses) : nil
+            },
         ])
 
     /// Every key this type reads.
@@ -95,4 +108,11 @@ public struct IngestConfiguration: Sendable, Hashable {
 
     /// The `--help` lines for the keys above.
     public static var environmentHelp: String { table.help(defaults: IngestConfiguration()) }
+}
+
+extension IngestConfiguration {
+    /// Whether `text` is a literal IPv4 or IPv6 address.
+    static func isIPAddress(_ text: String) -> Bool {
+        (try? SocketAddress(ipAddress: text, port: 0)) != nil
+    }
 }
