@@ -65,7 +65,10 @@ public func buildIngestApplication(
     router.get("/register") { request, context in await endpoints.register(request, context: context) }
     router.post("/register") { request, context in await endpoints.register(request, context: context) }
     router.post("/push_token") { request, context in await endpoints.pushToken(request, context: context) }
-    AdminRoutes(readiness: readiness).add(to: router)
+    if configuration.adminPort == nil {
+        // Without PUSH_ADMIN_PORT the admin routes share the API's port (one port to expose).
+        AdminRoutes(readiness: readiness).add(to: router)
+    }
 
     let http1 = HTTP1Channel.Configuration(
         additionalChannelHandlers: [HTTPRequestTimeoutHandler(timeout: ingest.requestTimeout, timeouts: metrics.timeouts)],

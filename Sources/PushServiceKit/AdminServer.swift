@@ -27,7 +27,7 @@ public struct AdminServer: Service, CustomStringConvertible {
     }
 }
 
-/// Builds the admin listener on ``PushConfiguration/httpHost``:``PushConfiguration/httpPort``.
+/// Builds the admin listener on ``PushConfiguration/httpHost``:``PushConfiguration/effectiveAdminPort`` (`PUSH_ADMIN_PORT`, else `PUSH_HTTP_PORT`).
 ///
 /// - Parameters:
 ///   - configuration: Where to listen; port 0 picks a free port (tests).
@@ -47,13 +47,13 @@ public func buildAdminServer(
     let application = Application(
         router: router,
         configuration: ApplicationConfiguration(
-            address: .hostname(configuration.httpHost, port: configuration.httpPort),
+            address: .hostname(configuration.httpHost, port: configuration.effectiveAdminPort),
             serverName: nil
         ),
         onServerRunning: { channel in
-            await onServerRunning(channel.localAddress?.port ?? configuration.httpPort)
+            await onServerRunning(channel.localAddress?.port ?? configuration.effectiveAdminPort)
         },
         logger: logger
     )
-    return AdminServer(application: application, address: "\(configuration.httpHost):\(configuration.httpPort)")
+    return AdminServer(application: application, address: "\(configuration.httpHost):\(configuration.effectiveAdminPort)")
 }

@@ -43,6 +43,11 @@ public struct PushConfiguration: Sendable, Hashable {
     public var httpPort: Int
     /// The address the listener binds to.
     public var httpHost: String
+    /// Where `/healthz`, `/readyz` and `/metrics` listen when not on ``httpPort``: push-ingest then
+    /// serves only its API on ``httpPort`` (nil: the admin routes are on ``httpPort``).
+    public var adminPort: Int?
+    /// The port of the admin listener.
+    public var effectiveAdminPort: Int { adminPort ?? httpPort }
     /// The lowest level logged.
     public var logLevel: Logger.Level
     /// Text or one JSON object per line.
@@ -182,6 +187,19 @@ extension PushConfiguration {
                 }
             ) { reader, settings, defaults throws(ConfigurationError) in
                 settings.httpPort = try reader.port("PUSH_HTTP_PORT", default: defaults.httpPort)
+            },
+            ConfigurationKey(
+                "PUSH_ADMIN_PORT", "own port for /healthz, /readyz and /metrics; push-ingest then serves only its API on PUSH_HTTP_PORT",
+                default: { $0.adminPort.map(String.init) ?? "PUSH_HTTP_PORT" }
+            ) { reader, settings, defaults throws(ConfigurationError) in
+                guard reader.string("PUSH_ADMIN_PORT") != nil else {
+                    settings.adminPort = defaults.adminPort
+                    return
+                }
+                settings.adminPort = try reader.port("PUSH_ADMIN_PORT", default: 0)
+                if settings.adminPort == settings.httpPort, let text = reader.string("PUSH_ADMIN_PORT") {
+                    throw reader.invalidValue("PUSH_ADMIN_PORT", text, "is PUSH_HTTP_PORT; leave it unset to serve both there")
+                }
             },
             .text("PUSH_HTTP_HOST", \.httpHost, expected: "a host name or IP address", "admin listener address") { text in
                 text.isEmpty || text.contains(where: { $0.isWhitespace || $0 == "/" }) ? nil : text

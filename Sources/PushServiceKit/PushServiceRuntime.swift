@@ -73,7 +73,7 @@ public struct PushServiceRuntime: Sendable {
     /// put that server last in `services` so graceful shutdown stops it first and its in-flight
     /// requests still find Redis).
     public func run(services: [any Service], adminServer: AdminServer?) async throws {
-        logger.info("starting", metadata: ["push.service": "\(name)", "push.admin_port": "\(configuration.httpPort)"])
+        logger.info("starting", metadata: ["push.service": "\(name)", "push.admin_port": "\(configuration.effectiveAdminPort)"])
         try await runService(
             services: [amqp, redis] + services,
             adminServer: adminServer,

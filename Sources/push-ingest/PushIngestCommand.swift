@@ -26,7 +26,11 @@ struct PushIngestCommand: AsyncParsableCommand {
         let services = buildPushIngest(
             ServiceDependencies(runtime), configuration: runtime.configuration, ingest: ingest, apps: apps, readiness: runtime.readinessChecks
         )
-        // The HTTP application serves the admin routes itself (one port).
-        try await runtime.run(services: services, adminServer: nil)
+        // The HTTP application serves the admin routes itself, unless PUSH_ADMIN_PORT gives them a
+        // listener of their own (then the public port serves only the API).
+        let admin =
+            runtime.configuration.adminPort == nil
+            ? nil : buildAdminServer(configuration: runtime.configuration, readiness: runtime.readinessChecks, logger: runtime.logger)
+        try await runtime.run(services: services, adminServer: admin)
     }
 }

@@ -94,4 +94,51 @@ import Testing
         if !keys.isEmpty { try await redis.execute(RedisCommand(["UNLINK"] + keys)) }
         await redis.close()
     }
+
+    /// With PUSH_ADMIN_PORT the public port serves only the API, and the admin routes answer on their
+    /// own port (issue 18, item 7).
+    @Test func anAdminPortTakesTheAdminRoutesOffThePublicPort() async throws {
+        let bundleID = TestServers.uniqueName("com.test.admin")
+        let apps = try Self.writeAppsFile(
+            """
+            {"apps": {"\(bundleID)": {"default": true,
+              "apns": {"key_file": "k.p8", "key_id": "ABC123DEFG", "team_id": "DEF123GHIJ"},
+              "ingest": {"api_keys": ["exec-key"], "credential": "none"}}}}
+            """
+        )
+        defer { try? FileManager.default.removeItem(atPath: apps) }
+        let port = TestServers.freePort()
+        let adminPort = TestServers.freePort()
+        let child = try ChildProcess(
+            [try Self.executable()],
+            environment: [
+                "PUSH_APPS_FILE": apps, "PUSH_AMQP_URL": TestServers.amqpURL, "PUSH_REDIS_URL": TestServers.redisURL,
+                "PUSH_HTTP_PORT": String(port), "PUSH_ADMIN_PORT": String(adminPort), "PUSH_HTTP_HOST": "127.0.0.1",
+            ]
+        )
+        var ready = ""
+        let deadline = ContinuousClock.now + .seconds(20)
+        while ContinuousClock.now < deadline, child.status == nil {
+            ready =
+                (try? await rawHTTPExchange(port: adminPort, "GET /readyz HTTP/1.1\r\nHost: localhost\r\n\r\n", timeout: .seconds(3)).response)
+                ?? ""
+            if ready.hasPrefix("HTTP/1.1 200") { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(ready.hasPrefix("HTTP/1.1 200"), "\(ready)\n\(child.output)")
+        for path in ["/metrics", "/readyz", "/healthz"] {
+            let publicAnswer = try await rawHTTPExchange(port: port, "GET \(path) HTTP/1.1\r\nHost: localhost\r\n\r\n", timeout: .seconds(5))
+            #expect(publicAnswer.response.hasPrefix("HTTP/1.1 404"), "\(path) on the public port: \(publicAnswer.response.prefix(200))")
+        }
+        let metrics = try await rawHTTPExchange(port: adminPort, "GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n", timeout: .seconds(5))
+        #expect(metrics.response.hasPrefix("HTTP/1.1 200"), "\(metrics.response.prefix(200))")
+        let api = try await rawHTTPExchange(
+            port: port,
+            "GET /v1/apps/\(bundleID)/devices/\(TestTokens.random()) HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer exec-key\r\n\r\n",
+            timeout: .seconds(5))
+        #expect(api.response.hasPrefix("HTTP/1.1 404"), "an unknown token is 404 from the API: \(api.response.prefix(200))")
+        #expect(api.response.contains("not_found"))
+        child.signal(SIGTERM)
+        #expect(await child.waitForExit(timeout: .seconds(15)) == 0, "\(child.output)")
+    }
 }
