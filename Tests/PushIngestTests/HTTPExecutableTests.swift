@@ -21,6 +21,37 @@ import Testing
         return path
     }
 
+    /// Starts push-ingest for a default app `app` (API key `exec-key`, credential none) with
+    /// `environment` added, and waits until `/readyz` answers 200 on `readyPort`. Returns the process
+    /// and the apps file to remove.
+    private static func startReady(app: String, environment: [String: String], readyPort: Int) async throws -> (ChildProcess, String) {
+        let apps = try writeAppsFile(
+            """
+            {"apps": {"\(app)": {"default": true,
+              "apns": {"key_file": "k.p8", "key_id": "ABC123DEFG", "team_id": "DEF123GHIJ"},
+              "ingest": {"api_keys": ["exec-key"], "credential": "none"}}}}
+            """
+        )
+        let child = try ChildProcess(
+            [try executable()],
+            environment: [
+                "PUSH_APPS_FILE": apps, "PUSH_AMQP_URL": TestServers.amqpURL, "PUSH_REDIS_URL": TestServers.redisURL,
+                "PUSH_HTTP_HOST": "127.0.0.1",
+            ].merging(environment) { _, given in given }
+        )
+        var ready = ""
+        let deadline = ContinuousClock.now + .seconds(20)
+        while ContinuousClock.now < deadline, child.status == nil {
+            ready =
+                (try? await rawHTTPExchange(port: readyPort, "GET /readyz HTTP/1.1\r\nHost: localhost\r\n\r\n", timeout: .seconds(3)).response)
+                ?? ""
+            if ready.hasPrefix("HTTP/1.1 200") { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(ready.hasPrefix("HTTP/1.1 200"), "\(ready)\n\(child.output)")
+        return (child, apps)
+    }
+
     @Test func aBadAppsFileStopsTheServiceNamingTheAppAndField() async throws {
         let apps = try Self.writeAppsFile(
             """
@@ -44,30 +75,9 @@ import Testing
 
     @Test func theServiceRegistersOverHTTPAndStopsCleanlyOnSIGTERM() async throws {
         let bundleID = TestServers.uniqueName("com.test.exec")
-        let apps = try Self.writeAppsFile(
-            """
-            {"apps": {"\(bundleID)": {"default": true,
-              "apns": {"key_file": "k.p8", "key_id": "ABC123DEFG", "team_id": "DEF123GHIJ"},
-              "ingest": {"api_keys": ["exec-key"], "credential": "none"}}}}
-            """
-        )
-        defer { try? FileManager.default.removeItem(atPath: apps) }
         let port = TestServers.freePort()
-        let child = try ChildProcess(
-            [try Self.executable()],
-            environment: [
-                "PUSH_APPS_FILE": apps, "PUSH_AMQP_URL": TestServers.amqpURL, "PUSH_REDIS_URL": TestServers.redisURL,
-                "PUSH_HTTP_PORT": String(port), "PUSH_HTTP_HOST": "127.0.0.1",
-            ]
-        )
-        var ready = ""
-        let deadline = ContinuousClock.now + .seconds(20)
-        while ContinuousClock.now < deadline, child.status == nil {
-            ready = (try? await rawHTTPExchange(port: port, "GET /readyz HTTP/1.1\r\nHost: localhost\r\n\r\n", timeout: .seconds(3)).response) ?? ""
-            if ready.hasPrefix("HTTP/1.1 200") { break }
-            try await Task.sleep(for: .milliseconds(100))
-        }
-        #expect(ready.hasPrefix("HTTP/1.1 200"), "\(ready)\n\(child.output)")
+        let (child, apps) = try await Self.startReady(app: bundleID, environment: ["PUSH_HTTP_PORT": String(port)], readyPort: port)
+        defer { try? FileManager.default.removeItem(atPath: apps) }
 
         let token = TestTokens.random()
         let body = #"{"user": "alice"}"#
@@ -99,33 +109,11 @@ import Testing
     /// own port (issue 18, item 7).
     @Test func anAdminPortTakesTheAdminRoutesOffThePublicPort() async throws {
         let bundleID = TestServers.uniqueName("com.test.admin")
-        let apps = try Self.writeAppsFile(
-            """
-            {"apps": {"\(bundleID)": {"default": true,
-              "apns": {"key_file": "k.p8", "key_id": "ABC123DEFG", "team_id": "DEF123GHIJ"},
-              "ingest": {"api_keys": ["exec-key"], "credential": "none"}}}}
-            """
-        )
-        defer { try? FileManager.default.removeItem(atPath: apps) }
         let port = TestServers.freePort()
         let adminPort = TestServers.freePort()
-        let child = try ChildProcess(
-            [try Self.executable()],
-            environment: [
-                "PUSH_APPS_FILE": apps, "PUSH_AMQP_URL": TestServers.amqpURL, "PUSH_REDIS_URL": TestServers.redisURL,
-                "PUSH_HTTP_PORT": String(port), "PUSH_ADMIN_PORT": String(adminPort), "PUSH_HTTP_HOST": "127.0.0.1",
-            ]
-        )
-        var ready = ""
-        let deadline = ContinuousClock.now + .seconds(20)
-        while ContinuousClock.now < deadline, child.status == nil {
-            ready =
-                (try? await rawHTTPExchange(port: adminPort, "GET /readyz HTTP/1.1\r\nHost: localhost\r\n\r\n", timeout: .seconds(3)).response)
-                ?? ""
-            if ready.hasPrefix("HTTP/1.1 200") { break }
-            try await Task.sleep(for: .milliseconds(100))
-        }
-        #expect(ready.hasPrefix("HTTP/1.1 200"), "\(ready)\n\(child.output)")
+        let (child, apps) = try await Self.startReady(
+            app: bundleID, environment: ["PUSH_HTTP_PORT": String(port), "PUSH_ADMIN_PORT": String(adminPort)], readyPort: adminPort)
+        defer { try? FileManager.default.removeItem(atPath: apps) }
         for path in ["/metrics", "/readyz", "/healthz"] {
             let publicAnswer = try await rawHTTPExchange(port: port, "GET \(path) HTTP/1.1\r\nHost: localhost\r\n\r\n", timeout: .seconds(5))
             #expect(publicAnswer.response.hasPrefix("HTTP/1.1 404"), "\(path) on the public port: \(publicAnswer.response.prefix(200))")

@@ -576,8 +576,8 @@ def register(stack, tokens):
         ch = conn.channel()
         ch.confirm_delivery()
         props = pika.BasicProperties(content_type="application/json", delivery_mode=2)
-        # Confirms for the lot: publish in a transaction-free burst on a second channel, then one
-        # confirmed message at the end; the Redis count below is the real check.
+        # The lot in a burst on a second channel (closed before the end, see below), then one confirmed
+        # message; the Redis count below is the real check.
         burst = conn.channel()
         for i, tok in enumerate(tokens):
             body = json.dumps({"app": APP, "token": tok, "user": f"user{i // 2}", "locale": "en",
@@ -586,6 +586,11 @@ def register(stack, tokens):
             burst.basic_publish("push", "registration", body, props)
             if i % 5000 == 4999:
                 conn.process_data_events(0)
+        # Closing the burst channel waits for the broker's close-ok, which it sends only after it has
+        # handled every publish before it on that channel; without this, closing the connection
+        # right after the confirmed message below could drop the tail of the burst (seen once under
+        # load: 2,894 of 3,000 registrations arrived).
+        burst.close()
         ch.basic_publish("push", "registration", json.dumps({"app": APP, "token": tokens[0], "user": "user0", "locale": "en",
                          "environment": "production", "topics": ["chaos", "t0"]}), props, mandatory=True)
     finally:
