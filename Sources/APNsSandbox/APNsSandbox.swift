@@ -37,7 +37,7 @@ public func buildAPNsSandbox(
     let admin = Application(
         router: router,
         configuration: ApplicationConfiguration(
-            address: .hostname(SandboxConfiguration.host, port: configuration.adminPort),
+            address: .hostname(configuration.host, port: configuration.adminPort),
             serverName: nil
         ),
         onServerRunning: { channel in

@@ -5,12 +5,16 @@ public struct SandboxConfiguration: Sendable {
         /// `--tls-cert` (PEM, the chain after the leaf allowed) and `--tls-key` (PEM).
         case files(certificate: String, privateKey: String)
         /// A self-signed CA (EC P-256) made at start, and a server certificate it signs for
-        /// `DNS:localhost, IP:127.0.0.1`; the CA's PEM goes to `caOutput` (`--ca-out`) when given.
-        case generated(caOutput: String?)
+        /// `DNS:localhost, IP:127.0.0.1` plus `names` (`--tls-name`); the CA's PEM goes to
+        /// `caOutput` (`--ca-out`) when given.
+        case generated(caOutput: String?, names: [String] = [])
     }
 
-    /// Every listener binds this loopback address.
-    public static let host = "127.0.0.1"
+    /// The default listen address: loopback only.
+    public static let defaultHost = "127.0.0.1"
+
+    /// The address both listeners bind, `--host` (`0.0.0.0` in a container other containers reach).
+    public var host: String = SandboxConfiguration.defaultHost
 
     /// HTTP/2 (TLS) port, `--port`; 0 picks a free one.
     public var port: Int

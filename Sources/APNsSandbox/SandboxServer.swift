@@ -17,6 +17,8 @@ import Synchronization
 public final class SandboxServer: Service, Sendable, CustomStringConvertible {
     /// The port the server listens on.
     public let port: Int
+    /// The address it listens on.
+    public let host: String
     private let listener: ListeningSocket
     private let acceptorWake: WakePipe
     private let workers: [SandboxWorker]
@@ -43,8 +45,8 @@ public final class SandboxServer: Service, Sendable, CustomStringConvertible {
             case .files(let certificate, let privateKey):
                 tls = try TLSContext.server(
                     identity: .files(certificate: certificate, privateKey: privateKey), clientCAFile: configuration.clientCAFile)
-            case .generated:
-                let identity = try GeneratedTLSIdentity()
+            case .generated(_, let names):
+                let identity = try GeneratedTLSIdentity(extraNames: names)
                 generated = identity
                 tls = try TLSContext.server(identity: .generated(identity), clientCAFile: configuration.clientCAFile)
             }
@@ -70,17 +72,18 @@ public final class SandboxServer: Service, Sendable, CustomStringConvertible {
         } catch {
             throw SandboxError(.socket, "\(error)")
         }
-        self.listener = try ListeningSocket(host: SandboxConfiguration.host, port: configuration.port)
+        self.listener = try ListeningSocket(host: configuration.host, port: configuration.port)
+        self.host = configuration.host
         self.port = listener.port
         self.shutdownTimeout = configuration.shutdownTimeout
         self.logger = logger
         // Written once the port is bound: a client that sees the file can connect.
-        if case .generated(let caOutput?) = configuration.identity, let generated {
+        if case .generated(let caOutput?, _) = configuration.identity, let generated {
             try generated.writeCertificateAuthority(to: caOutput)
         }
     }
 
-    public var description: String { "SandboxServer(\(SandboxConfiguration.host):\(port))" }
+    public var description: String { "SandboxServer(\(host):\(port))" }
 
     public func run() async throws {
         startThreads()

@@ -12,7 +12,11 @@ public struct GeneratedTLSIdentity {
     static let authorityValidity: Int = 10 * 365 * 24 * 3600
     static let certificateValidity: Int = 365 * 24 * 3600
 
-    public init() throws(TransportError) {
+    /// - Parameter extraNames: Further names the server certificate holds besides `localhost` and
+    ///   `127.0.0.1`: DNS names, or IP addresses (e.g. the name other containers reach it by).
+    public init(extraNames: [String] = []) throws(TransportError) {
+        let alternativeNames = (["DNS:localhost", "IP:127.0.0.1"] + extraNames.map { TCPConnector.isIPAddress($0) ? "IP:\($0)" : "DNS:\($0)" })
+            .joined(separator: ",")
         let authorityKey = try TLSPrivateKey.generateP256()
         let authority = try Self.makeCertificate(
             subject: [("O", "apns-sandbox"), ("CN", "apns-sandbox local CA")],
@@ -37,7 +41,7 @@ public struct GeneratedTLSIdentity {
                 (NID_basic_constraints, "critical,CA:FALSE"),
                 (NID_key_usage, "critical,digitalSignature"),
                 (NID_ext_key_usage, "serverAuth"),
-                (NID_subject_alt_name, "DNS:localhost,IP:127.0.0.1"),
+                (NID_subject_alt_name, alternativeNames),
                 (NID_subject_key_identifier, "hash"),
                 (NID_authority_key_identifier, "keyid:always"),
             ]

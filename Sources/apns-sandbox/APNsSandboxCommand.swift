@@ -28,6 +28,12 @@ struct APNsSandboxCommand: AsyncParsableCommand {
     @Option(help: "HTTP/2 (TLS) port.")
     var port: Int = 2197
 
+    @Option(help: "Address both listeners bind: 127.0.0.1 (loopback only), or 0.0.0.0 in a container others reach.")
+    var host: String = SandboxConfiguration.defaultHost
+
+    @Option(help: "A further name (DNS name or IP address) for the generated certificate, e.g. apns-sandbox (repeatable).")
+    var tlsName: [String] = []
+
     @Option(help: "Admin HTTP/1.1 JSON API port.")
     var adminPort: Int = 2198
 
@@ -68,6 +74,13 @@ struct APNsSandboxCommand: AsyncParsableCommand {
         if tlsCert != nil, caOut != nil {
             throw ValidationError("--ca-out writes the generated CA; with --tls-cert nothing is generated")
         }
+        if tlsCert != nil, !tlsName.isEmpty {
+            throw ValidationError("--tls-name adds names to the generated certificate; with --tls-cert nothing is generated")
+        }
+        for name in tlsName
+        where name.isEmpty || name.count > 253 || !name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || ".-:".contains($0)) }) {
+            throw ValidationError("--tls-name '\(name)' is not a DNS name or IP address")
+        }
         for entry in publicKey where !entry.contains("=") {
             throw ValidationError("--public-key '\(entry)' must be KEYID=PEM")
         }
@@ -86,10 +99,10 @@ struct APNsSandboxCommand: AsyncParsableCommand {
 
         let sandbox: APNsSandbox
         do {
-            let configuration = SandboxConfiguration(
+            var configuration = SandboxConfiguration(
                 port: port,
                 adminPort: adminPort,
-                identity: tlsCert.map { .files(certificate: $0, privateKey: tlsKey ?? "") } ?? .generated(caOutput: caOut),
+                identity: tlsCert.map { .files(certificate: $0, privateKey: tlsKey ?? "") } ?? .generated(caOutput: caOut, names: tlsName),
                 publicKeys: try Self.publicKeys(publicKey),
                 clientCAFile: clientCa,
                 workerThreads: workers,
@@ -98,6 +111,7 @@ struct APNsSandboxCommand: AsyncParsableCommand {
                 trackDuplicates: trackDuplicates,
                 shutdownTimeout: environment.shutdownTimeout
             )
+            configuration.host = host
             sandbox = try buildAPNsSandbox(configuration: configuration, logger: logger) { adminPort in
                 logger.info("admin API listening", metadata: ["sandbox.admin_port": "\(adminPort)"])
             }
