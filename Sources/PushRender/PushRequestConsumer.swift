@@ -40,8 +40,8 @@ public struct PushRequestConsumer: Service {
     private let now: @Sendable () -> Int64
     private let metrics = RenderMetrics()
     private let stopping = StopSignal()
-    /// This instance's lease owner id prefix.
-    private let instanceID: String
+    /// This process's lease owner ids, one per claim.
+    private let owners = LeaseOwners()
     private let requestLocks = KeyedLocks()
     private let settler: DeliverySettler
 
@@ -66,7 +66,6 @@ public struct PushRequestConsumer: Service {
         self.logger = logger.consuming(queues.requests)
         self.now = now
         self.settler = DeliverySettler(queue: queues.requests, queues: queues, subject: "push request", gaveUp: "not rendered")
-        self.instanceID = "\(ProcessInfo.processInfo.hostName)/\(ProcessInfo.processInfo.processIdentifier)/\(UInt32.random(in: 0...UInt32.max))"
     }
 
     private var dependencies: FanOutDependencies {
@@ -137,12 +136,12 @@ public struct PushRequestConsumer: Service {
         _ delivery: AMQPDelivery, request: PushRequest, renderer: NotificationRenderer, started: ContinuousClock.Instant, logger: Logger
     ) async -> DeliveryDisposition {
         let dependencies = self.dependencies
-        let owner = "\(instanceID)/\(delivery.deliveryTag)"
+        let owner = owners.next()
         let claim: RenderProgressStore.Claim
         let scanEpoch: String
         do {
             claim = try await dependencies.store.claim(
-                app: request.app.bundleID, requestID: request.id, owner: owner, instancePrefix: "\(instanceID)/")
+                app: request.app.bundleID, requestID: request.id, owner: owner, instancePrefix: owners.prefix)
             scanEpoch = try await dependencies.store.scanEpoch()
         } catch {
             return .retry(reason: "Redis unavailable: \(error.message)")
