@@ -160,7 +160,7 @@ port_open() {
 }
 
 # parse_instance_args DEFAULT_PORT ARGS...: sets VERB, NAME, PORT, PORT_GIVEN (for the caller).
-# EXTRA_VERBS (one word) is a verb of the calling script's own besides start|stop|restart|status.
+# EXTRA_VERBS (words) are verbs of the calling script's own besides start|stop|restart|status.
 # shellcheck disable=SC2034
 parse_instance_args() {
     local default_port=$1
@@ -173,12 +173,11 @@ parse_instance_args() {
             --port) PORT=${2:?--port needs a value}; PORT_GIVEN=1; shift 2 ;;
             --port=*) PORT=${1#*=}; PORT_GIVEN=1; shift ;;
             -h | --help) usage; exit 0 ;;
-            start | stop | restart | status | ${EXTRA_VERBS:-start})
-                [[ -z $VERB ]] || { usage >&2; exit 2; }
+            *)
+                [[ " start stop restart status ${EXTRA_VERBS:-} " == *" $1 "* && -z $VERB ]] || { usage >&2; exit 2; }
                 VERB=$1
                 shift
                 ;;
-            *) usage >&2; exit 2 ;;
         esac
     done
     [[ -n $VERB ]] || { usage >&2; exit 2; }

@@ -3,6 +3,7 @@
 #
 #   scripts/rabbitmq.sh start|stop|restart|status [--name NAME] [--port PORT] [--tls-port PORT]
 #   scripts/rabbitmq.sh close-connections --matching TEXT [--name NAME] [--port PORT]
+#   scripts/rabbitmq.sh ctl [--name NAME] -- RABBITMQCTL-ARGS...   (rabbitmqctl against the instance)
 #
 # Instance directory: ${PUSH_LOCAL_DIR:-<package root>/.local}/rabbitmq-NAME/
 #   mnesia/ (data), log/ (rabbit.log, console.log, epmd.log), rabbitmq.pid, launcher.pid, epmd.pid,
@@ -15,9 +16,10 @@
 #   server.pem + server.key (signed by it, subjectAltName DNS:localhost only, so clients connect to
 #   `localhost`), client.pem + client.key (signed by it, for client-certificate tests). Clients
 #   are verified when they present a certificate (verify_peer) but need not present one.
-# `start` is idempotent and returns once the node has booted (rabbitmqctl wait) and, with TLS, the
-# TLS port accepts connections; `stop` stops the node and its epmd by PID and waits until they have
-# exited; `restart` keeps the data and the TLS port (unless --tls-port gives another).
+# `start` is idempotent and returns once the node has booted (rabbitmqctl wait), the policies of
+# deploy/rabbitmq/policies.json are set and, with TLS, the TLS port accepts connections; `stop` stops
+# the node and its epmd by PID and waits until they have exited; `restart` keeps the data and the TLS
+# port (unless --tls-port gives another).
 # `status` exits 0 when running, 3 when stopped. `close-connections` has the broker close every client
 #   connection whose name (the client's connection_name) contains TEXT, as an operator's
 #   `rabbitmqctl close_connection` would (fault tests), and prints how many it closed.
@@ -25,7 +27,7 @@
 set -euo pipefail
 
 usage() {
-    sed -n '2,25s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+    sed -n '2,27s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
 }
 
 # shellcheck source=scripts/lib.sh
@@ -34,6 +36,7 @@ usage() {
 # --tls-port is this script's own; lib.sh parses the rest.
 TLS_PORT=""
 MATCHING=""
+CTL_ARGS=()
 args=()
 while (($#)); do
     case $1 in
@@ -41,10 +44,11 @@ while (($#)); do
         --matching=*) MATCHING=${1#*=}; shift ;;
         --tls-port) TLS_PORT=${2:?--tls-port needs a value}; shift 2 ;;
         --tls-port=*) TLS_PORT=${1#*=}; shift ;;
+        --) shift; CTL_ARGS=("$@"); break ;;
         *) args+=("$1"); shift ;;
     esac
 done
-EXTRA_VERBS=close-connections parse_instance_args 5672 "${args[@]}"
+EXTRA_VERBS="close-connections ctl" parse_instance_args 5672 "${args[@]}"
 ((PORT <= 44525)) || die "--port $PORT is too high: the derived ports (PORT+21010) must stay below 65536"
 if [[ -n $TLS_PORT ]]; then
     if ! [[ $TLS_PORT =~ ^[0-9]+$ ]] || ((TLS_PORT < 1024 || TLS_PORT > 65535)); then
@@ -269,6 +273,19 @@ do_status() {
     return 1
 }
 
+# apply_policies: sets every policy of deploy/rabbitmq/policies.json (the work queues' at-least-once
+# dead-lettering; compose and Kubernetes apply the same file), idempotently, on every start.
+apply_policies() {
+    local file="$PUSH_ROOT/deploy/rabbitmq/policies.json" line name pattern apply_to priority definition
+    [[ -r $file ]] || die "$file is missing"
+    while IFS=$'\t' read -r name pattern apply_to priority definition; do
+        ctl -q set_policy --apply-to "$apply_to" --priority "$priority" "$name" "$pattern" "$definition" >>"$LOGDIR/ctl.log" 2>&1 ||
+            die "rabbitmqctl set_policy $name failed (see $LOGDIR/ctl.log)"
+    done < <(python3 -c 'import json,sys
+for p in json.load(open(sys.argv[1]))["policies"]:
+    print("\t".join([p["name"], p["pattern"], p.get("apply-to", "all"), str(p.get("priority", 0)), json.dumps(p["definition"])]))' "$file")
+}
+
 do_stop() {
     local pid launcher port
     pid=$(pid_of "$PIDFILE" "$DIR")
@@ -389,6 +406,7 @@ do_start() {
             sleep 0.1
         done
     fi
+    apply_policies
     pid=$(read_pid "$PIDFILE")
     local tls=${TLS_PORT:+, TLS 127.0.0.1:$TLS_PORT}
     if [[ -n ${started:-} ]]; then
@@ -419,7 +437,7 @@ do_close_connections() {
 
 if [[ ! -d $DIR ]]; then
     case $VERB in
-        close-connections) die "not running" ;;
+        close-connections | ctl) die "not running" ;;
         status) say "$LABEL: stopped"; exit 3 ;;
         stop) info "not running"; exit 0 ;;
     esac
@@ -427,6 +445,11 @@ fi
 [[ $VERB == status || $VERB == close-connections ]] || lock_instance "$DIR"
 case $VERB in
     close-connections) do_close_connections ;;
+    ctl)
+        port=$(saved_port)
+        node_env "${port:-$PORT}"
+        ctl "${CTL_ARGS[@]}"
+        ;;
     start)
         # The distribution port (PORT+20000) can be held for up to a minute by a TIME_WAIT socket of
         # the previous node on it (a quick stop and start), or by another program's outgoing

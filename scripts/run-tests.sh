@@ -12,6 +12,8 @@
 # restart in the middle of a broadcast, on a private stack with the debug executables swift test
 # built; about a minute), which ends with a line `N passed, N failed`. Both run even if the first
 # fails; the exit status is non-zero if either failed.
+# Then every check in scripts/checks/*.sh, in name order (each is given the debug executables'
+# directory as --bin-dir and prints what it checked); one that fails makes the run fail.
 # Environment: FILTER (passed as `swift test --filter "$FILTER"`; also skips the chaos smoke),
 # PUSH_TEST_PARALLEL=1 (run tests in parallel: faster on big machines), PUSH_CHAOS_SMOKE=0 (skip the
 # chaos smoke), SWIFT_TEST_CMD (a shell command run instead of swift test and the smoke, e.g. to
@@ -55,6 +57,12 @@ done
 echo "run-tests.sh: chaos smoke (scripts/chaos.sh --smoke)"
 smoke_status=0
 bash scripts/chaos.sh --smoke --bin-dir "$BIN_DIR" || smoke_status=$?
+check_status=0
+for check in scripts/checks/*.sh; do
+    [[ -e $check ]] || continue
+    echo "run-tests.sh: check $check"
+    bash "$check" --bin-dir "$BIN_DIR" || { check_status=$?; echo "run-tests.sh: $check failed (exit $check_status)" >&2; }
+done
 if ((test_status != 0)); then
     echo "run-tests.sh: swift test failed (exit $test_status)" >&2
     exit "$test_status"
@@ -63,4 +71,5 @@ if ((smoke_status != 0)); then
     echo "run-tests.sh: the chaos smoke failed (exit $smoke_status)" >&2
     exit "$smoke_status"
 fi
-exit 0
+exit "$check_status"
+
