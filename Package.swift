@@ -83,6 +83,9 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // Writes a crash note from a signal handler (async-signal-safe C; see CrashRecorder).
+        .target(name: "CCrashSignal"),
+
         // What every I/O thread needs: wake pipe, thread start, monotonic clock, the one backoff rule.
         .target(name: "IOSupport", swiftSettings: swiftSettings),
 
@@ -215,6 +218,7 @@ let package = Package(
             name: "PushServiceKit",
             dependencies: [
                 "AMQP",
+                "CCrashSignal",
                 "Redis",
                 "PushCore",
                 .product(name: "Logging", package: "swift-log"),
@@ -268,6 +272,13 @@ let package = Package(
         ),
 
         // MARK: Tests
+        // A consumer that crashes on purpose, run by the crash-loop test (PushServiceKitTests).
+        .executableTarget(
+            name: "crash-test-consumer",
+            dependencies: serviceDependencies + [.product(name: "UnixSignals", package: "swift-service-lifecycle")],
+            path: "Tests/CrashTestConsumer",
+            swiftSettings: swiftSettings
+        ),
         .testTarget(name: "PushCoreTests", dependencies: ["PushCore", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "IOSupportTests", dependencies: ["IOSupport", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "HTTP2TransportTests", dependencies: ["HTTP2Transport"], swiftSettings: swiftSettings),

@@ -276,7 +276,7 @@ do_status() {
 # apply_policies: sets every policy of deploy/rabbitmq/policies.json (the work queues' at-least-once
 # dead-lettering; compose and Kubernetes apply the same file), idempotently, on every start.
 apply_policies() {
-    local file="$PUSH_ROOT/deploy/rabbitmq/policies.json" line name pattern apply_to priority definition
+    local file="$PUSH_ROOT/deploy/rabbitmq/policies.json" name pattern apply_to priority definition
     [[ -r $file ]] || die "$file is missing"
     while IFS=$'\t' read -r name pattern apply_to priority definition; do
         ctl -q set_policy --apply-to "$apply_to" --priority "$priority" "$name" "$pattern" "$definition" >>"$LOGDIR/ctl.log" 2>&1 ||

@@ -42,9 +42,11 @@ public struct FeedbackQueueConsumer: Service {
     private let settler: DeliverySettler
     private let logger: Logger
     private let now: @Sendable () -> Int64
+    private let crashGuard: CrashGuard?
 
     /// - Parameters:
     ///   - apps: the configured apps; events for other apps are dead-lettered. `nil` accepts any app.
+    ///   - crashGuard: finds an event that crashes push-feedback (nil: unguarded).
     ///   - now: the clock for events and removal notes, ms since 1970.
     public init(
         amqp: AMQPConnection,
@@ -53,10 +55,12 @@ public struct FeedbackQueueConsumer: Service {
         queues: PushQueues = .standard,
         configuration: FeedbackConfiguration,
         metrics: FeedbackMetrics,
+        crashGuard: CrashGuard? = nil,
         logger: Logger,
         now: @escaping @Sendable () -> Int64 = FeedbackClock.milliseconds
     ) {
         self.amqp = amqp
+        self.crashGuard = crashGuard
         self.remover = TokenRemover(registry: registry, amqp: amqp, queues: queues, noteLifetime: configuration.removalNoteLifetime, metrics: metrics)
         self.apps = apps
         self.queues = queues
@@ -79,7 +83,7 @@ public struct FeedbackQueueConsumer: Service {
             metadata: ["push.batch_size": "\(configuration.batchSize)", "push.batches_in_flight": "\(configuration.batchesInFlight)"]
         )
         let bounds = BoundedConsumer.Bounds(workers: configuration.batchesInFlight, batchSize: configuration.batchSize)
-        let loop = BoundedConsumer(name: "feedback consumer", bounds: bounds, logger: logger)
+        let loop = BoundedConsumer(name: "feedback consumer", bounds: bounds, logger: logger, crashGuard: crashGuard)
         try await loop.run(consumer) { deliveries, turn in await self.process(deliveries, turn: turn) }
     }
 

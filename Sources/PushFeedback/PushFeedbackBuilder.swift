@@ -14,7 +14,7 @@ public func buildPushFeedback(
     let registry = TokenRegistry(redis: dependencies.redis, keyPrefix: dependencies.keyPrefix)
     let consumer = FeedbackQueueConsumer(
         amqp: dependencies.amqp, registry: registry, apps: apps, queues: dependencies.queues, configuration: configuration, metrics: metrics,
-        logger: dependencies.logger, now: dependencies.now
+        crashGuard: dependencies.crashGuard(for: dependencies.queues.feedback), logger: dependencies.logger, now: dependencies.now
     )
     let sweeper = StaleTokenSweeper(
         remover: TokenRemover(

@@ -13,7 +13,8 @@ public func buildPushIngest(
 ) -> [any Service] {
     let registry = TokenRegistry(redis: dependencies.redis, keyPrefix: dependencies.keyPrefix)
     let consumer = RegistrationQueueConsumer(
-        amqp: dependencies.amqp, registry: registry, apps: apps, queues: dependencies.queues, logger: dependencies.logger, now: dependencies.now
+        amqp: dependencies.amqp, registry: registry, apps: apps, queues: dependencies.queues,
+        crashGuard: dependencies.crashGuard(for: dependencies.queues.registrations), logger: dependencies.logger, now: dependencies.now
     )
     let http = buildIngestApplication(
         configuration: configuration, ingest: ingest, apps: apps, registry: registry, rateLimiter: RateLimiter(redis: dependencies.redis),

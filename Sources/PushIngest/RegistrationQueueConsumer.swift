@@ -33,9 +33,11 @@ public struct RegistrationQueueConsumer: Service {
     private let settler: DeliverySettler
     private let logger: Logger
     private let now: @Sendable () -> Int64
+    private let crashGuard: CrashGuard?
 
     /// - Parameters:
     ///   - prefetch: deliveries in flight at once (at least 1).
+    ///   - crashGuard: finds a registration that crashes push-ingest (nil: unguarded).
     ///   - now: the clock for `updated_at`, ms since 1970.
     public init(
         amqp: AMQPConnection,
@@ -43,10 +45,12 @@ public struct RegistrationQueueConsumer: Service {
         apps: AppsFile,
         queues: PushQueues = .standard,
         prefetch: UInt16 = 200,
+        crashGuard: CrashGuard? = nil,
         logger: Logger,
         now: @escaping @Sendable () -> Int64 = { Int64((Date().timeIntervalSince1970 * 1000).rounded()) }
     ) {
         self.amqp = amqp
+        self.crashGuard = crashGuard
         self.registry = registry
         self.apps = apps
         self.queues = queues
@@ -64,7 +68,7 @@ public struct RegistrationQueueConsumer: Service {
     public func run() async throws {
         let consumer = amqp.consume(queue: queues.registrations.name, prefetch: prefetch)
         logger.info("consuming registrations", metadata: ["push.prefetch": "\(prefetch)"])
-        let loop = BoundedConsumer(name: "registration consumer", bounds: .init(workers: Int(prefetch)), logger: logger)
+        let loop = BoundedConsumer(name: "registration consumer", bounds: .init(workers: Int(prefetch)), logger: logger, crashGuard: crashGuard)
         try await loop.run(consumer) { delivery in await self.process(delivery) }
     }
 

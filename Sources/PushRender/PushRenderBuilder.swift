@@ -11,7 +11,8 @@ public func buildPushRender(
     return [
         PushRequestConsumer(
             amqp: dependencies.amqp, redis: dependencies.redis, apps: apps, catalogs: catalogs, configuration: configuration,
-            queues: dependencies.queues, logger: dependencies.logger, now: dependencies.now
+            queues: dependencies.queues, crashGuard: dependencies.crashGuard(for: dependencies.queues.requests), logger: dependencies.logger,
+            now: dependencies.now
         )
     ]
 }

@@ -44,8 +44,10 @@ public struct PushRequestConsumer: Service {
     private let owners = LeaseOwners()
     private let requestLocks = KeyedLocks()
     private let settler: DeliverySettler
+    private let crashGuard: CrashGuard?
 
     /// - Parameters:
+    ///   - crashGuard: finds a request that crashes push-render (nil: unguarded).
     ///   - now: the clock for batch times and progress records, ms since 1970.
     public init(
         amqp: AMQPConnection,
@@ -54,11 +56,13 @@ public struct PushRequestConsumer: Service {
         catalogs: LocalizationCatalogs,
         configuration: RenderConfiguration = RenderConfiguration(),
         queues: PushQueues = .standard,
+        crashGuard: CrashGuard? = nil,
         logger: Logger,
         now: @escaping @Sendable () -> Int64 = { Int64((Date().timeIntervalSince1970 * 1000).rounded()) }
     ) {
         self.amqp = amqp
         self.redis = redis
+        self.crashGuard = crashGuard
         self.apps = apps
         self.catalogs = catalogs
         self.configuration = configuration
@@ -93,7 +97,7 @@ public struct PushRequestConsumer: Service {
                 "push.catalogs": "\(catalogs.catalogs.keys.sorted())",
             ])
         let stopping = self.stopping
-        let loop = BoundedConsumer(name: "push request consumer", bounds: .init(workers: limit), logger: logger)
+        let loop = BoundedConsumer(name: "push request consumer", bounds: .init(workers: limit), logger: logger, crashGuard: crashGuard)
         try await loop.run(consumer, onShutdown: { stopping.stop() }) { delivery in await self.process(delivery) }
     }
 

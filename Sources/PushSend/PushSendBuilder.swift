@@ -9,8 +9,9 @@ public func buildPushSend(
     _ dependencies: ServiceDependencies, configuration: PushConfiguration, send: SendConfiguration, apps: AppsFile,
     clientFactory: APNsClientPool.Factory? = nil
 ) -> [any Service] {
-    PushSendService(
+    let queues = PushQueues(prefix: send.queuePrefix)
+    return PushSendService(
         configuration: configuration, send: send, apps: apps, amqp: dependencies.amqp, redis: dependencies.redis, clientFactory: clientFactory,
-        keyPrefix: dependencies.keyPrefix, logger: dependencies.logger
+        keyPrefix: dependencies.keyPrefix, crashGuard: dependencies.crashGuard(for: queues.send, in: queues), logger: dependencies.logger
     ).services
 }

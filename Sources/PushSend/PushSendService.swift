@@ -19,6 +19,7 @@ public struct PushSendService: Sendable {
     ///   - clientFactory: makes the APNs client of an app and environment; by default the real
     ///     ``APNs/APNsClient`` with ``APNs/APNsClientConfiguration/forApp(_:environment:endpointOverride:caFile:send:)``.
     ///   - keyPrefix: the first part of push-send's Redis keys (dedupe marks, rate limits).
+    ///   - crashGuard: finds a batch that crashes push-send (nil: unguarded).
     public init(
         configuration: PushConfiguration,
         send: SendConfiguration,
@@ -27,6 +28,7 @@ public struct PushSendService: Sendable {
         redis: any RedisCommandExecutor,
         clientFactory: APNsClientPool.Factory? = nil,
         keyPrefix: String = "push",
+        crashGuard: CrashGuard? = nil,
         logger: Logger
     ) {
         let queues = PushQueues(prefix: send.queuePrefix)
@@ -43,7 +45,8 @@ public struct PushSendService: Sendable {
             configuration: send,
             logger: logger
         )
-        consumer = SendBatchConsumer(amqp: amqp, processor: processor, queues: queues, configuration: send, logger: logger)
+        consumer = SendBatchConsumer(
+            amqp: amqp, processor: processor, queues: queues, configuration: send, crashGuard: crashGuard, logger: logger)
     }
 
     /// The services to run after the broker connection and Redis: the pool, then the consumer.

@@ -18,14 +18,19 @@ public struct SendBatchConsumer: Service {
     private let queue: String
     private let prefetch: Int
     private let drainTimeout: Duration
+    private let crashGuard: CrashGuard?
     private let logger: Logger
 
-    public init(amqp: AMQPConnection, processor: SendBatchProcessor, queues: PushQueues, configuration: SendConfiguration, logger: Logger) {
+    public init(
+        amqp: AMQPConnection, processor: SendBatchProcessor, queues: PushQueues, configuration: SendConfiguration, crashGuard: CrashGuard? = nil,
+        logger: Logger
+    ) {
         self.amqp = amqp
         self.processor = processor
         self.queue = queues.send.name
         self.prefetch = Swift.max(1, Swift.min(configuration.prefetch, Int(UInt16.max)))
         self.drainTimeout = configuration.drainTimeout
+        self.crashGuard = crashGuard
         self.logger = logger.consuming(queues.send)
     }
 
@@ -36,7 +41,9 @@ public struct SendBatchConsumer: Service {
         let consumer = amqp.consume(queue: queue, prefetch: UInt16(prefetch))
         logger.info("consuming send batches", metadata: ["push.prefetch": "\(prefetch)"])
         let processor = self.processor
-        let loop = BoundedConsumer(name: "send batch consumer", bounds: .init(workers: prefetch, drainDeadline: drainTimeout), logger: logger)
+        let loop = BoundedConsumer(
+            name: "send batch consumer", bounds: .init(workers: prefetch, drainDeadline: drainTimeout), logger: logger,
+            crashGuard: crashGuard)
         try await loop.run(consumer) { delivery in await processor.process(delivery) }
     }
 }

@@ -13,6 +13,10 @@ import ServiceLifecycle
 ///
 /// The consumer's own work only decides what to do with a delivery and settles it through
 /// ``DeliverySettler``; it must settle every delivery exactly once and never throw.
+///
+/// With a ``CrashGuard`` every delivery is marked in progress while worked on, and a redelivered
+/// suspect of an earlier crash is worked on alone: the loop waits for the work in flight, runs it,
+/// and waits for it before taking anything else (``ConsumerLanes``).
 public struct BoundedConsumer: Sendable {
     public struct Bounds: Sendable, Equatable {
         /// Deliveries (or batches) worked on at once; at least 1.
@@ -35,11 +39,14 @@ public struct BoundedConsumer: Sendable {
     public let name: String
     public let bounds: Bounds
     public let logger: Logger
+    /// Marks deliveries in progress and finds the one that crashes the service; nil runs unguarded.
+    public let crashGuard: CrashGuard?
 
-    public init(name: String, bounds: Bounds, logger: Logger) {
+    public init(name: String, bounds: Bounds, logger: Logger, crashGuard: CrashGuard? = nil) {
         self.name = name
         self.bounds = bounds
         self.logger = logger
+        self.crashGuard = crashGuard
     }
 
     /// Consumes until graceful shutdown or cancellation, handing each delivery to `process` on its own.
@@ -53,7 +60,7 @@ public struct BoundedConsumer: Sendable {
         process: @escaping @Sendable (AMQPDelivery) async -> Void
     ) async throws {
         try await run(
-            consumer, ordered: false,
+            consumer, ordered: false, lanes: crashGuard?.lanes,
             stopTaking: {
                 onShutdown()
                 consumer.cancel()
@@ -74,7 +81,7 @@ public struct BoundedConsumer: Sendable {
         processBatch: @escaping @Sendable ([AMQPDelivery], SettlementTurn) async -> Void
     ) async throws {
         try await run(
-            consumer, ordered: true,
+            consumer, ordered: true, lanes: crashGuard?.lanes,
             stopTaking: {
                 onShutdown()
                 consumer.cancel()
@@ -88,9 +95,11 @@ public struct BoundedConsumer: Sendable {
     }
 
     /// The loop, over any source. `stopTaking` runs at graceful shutdown and must end `source`.
+    /// `lanes` (nil: every element together, unmarked) decides which elements are worked on alone.
     func run<Source: AsyncSequence & Sendable>(
         _ source: Source,
         ordered: Bool,
+        lanes: ConsumerLanes<Source.Element>? = nil,
         stopTaking: @escaping @Sendable () -> Void,
         work: @escaping @Sendable ([Source.Element], SettlementTurn) async -> Void
     ) async throws where Source.Element: Sendable {
@@ -110,18 +119,49 @@ public struct BoundedConsumer: Sendable {
                 }
                 var inFlight = 0
                 var previous: OneShotGate?
-                while let elements = await inbox.take(max: bounds.batchSize) {
-                    while inFlight >= bounds.workers, let finished = await group.next() {
+                /// Starts `elements` on a worker once one is free.
+                func start(_ elements: [Source.Element], alone: Bool) async {
+                    while inFlight >= (alone ? 1 : bounds.workers), let finished = await group.next() {
                         if finished == .work { inFlight -= 1 }
                     }
                     let turn = SettlementTurn(after: ordered ? previous : nil)
                     previous = turn.own
                     group.addTask {
-                        await work(elements, turn)
+                        if let lanes {
+                            await lanes.guarding(elements, alone) { await work(elements, turn) }
+                        } else {
+                            await work(elements, turn)
+                        }
                         turn.own.open()
                         return .work
                     }
                     inFlight += 1
+                }
+                while let elements = await inbox.take(max: bounds.batchSize) {
+                    guard let lanes else {
+                        await start(elements, alone: false)
+                        continue
+                    }
+                    // In taking order: a run of elements that go together is one batch; an element to
+                    // work on alone waits for every worker, runs, and is waited for (so a batch's
+                    // `multiple` ack never covers a delivery that is still to be worked on).
+                    var together: [Source.Element] = []
+                    for element in elements {
+                        switch await lanes.lane(element) {
+                        case .together:
+                            together.append(element)
+                        case .alone:
+                            if !together.isEmpty { await start(together, alone: false) }
+                            together = []
+                            await start([element], alone: true)
+                            while inFlight > 0, let finished = await group.next() {
+                                if finished == .work { inFlight -= 1 }
+                            }
+                        case .settled:
+                            break
+                        }
+                    }
+                    if !together.isEmpty { await start(together, alone: false) }
                 }
                 guard inFlight > 0, let deadline = bounds.drainDeadline else {
                     await group.waitForAll()
@@ -155,5 +195,30 @@ public struct BoundedConsumer: Sendable {
             throw failure
         }
         logger.info("\(name) drained")
+    }
+}
+
+/// Where ``BoundedConsumer`` works on one element.
+public enum ConsumerLane: Sendable, Equatable {
+    /// With the others, up to the workers and the batch size.
+    case together
+    /// With nothing else in flight in this process.
+    case alone
+    /// Already settled (e.g. dead-lettered): nothing to work on.
+    case settled
+}
+
+/// How ``BoundedConsumer`` places elements (``CrashGuard/lanes``): `lane` picks each element's lane as
+/// it is taken; `guarding` wraps the work on a batch (alone or not), e.g. to mark it in progress.
+public struct ConsumerLanes<Element: Sendable>: Sendable {
+    public let lane: @Sendable (Element) async -> ConsumerLane
+    public let guarding: @Sendable (_ elements: [Element], _ alone: Bool, _ work: @Sendable () async -> Void) async -> Void
+
+    public init(
+        lane: @escaping @Sendable (Element) async -> ConsumerLane,
+        guarding: @escaping @Sendable (_ elements: [Element], _ alone: Bool, _ work: @Sendable () async -> Void) async -> Void
+    ) {
+        self.lane = lane
+        self.guarding = guarding
     }
 }

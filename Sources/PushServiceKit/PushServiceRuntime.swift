@@ -42,7 +42,19 @@ public struct PushServiceRuntime: Sendable {
         PushMetrics.bootstrap()
         var logger = Logger(label: name)
         logger.logLevel = configuration.logLevel
-        return try PushServiceRuntime(name: name, configuration: configuration, logger: logger, queues: queues)
+        let runtime = try PushServiceRuntime(name: name, configuration: configuration, logger: logger, queues: queues)
+        runtime.armCrashNotes(keyPrefix: ServiceDependencies(runtime).keyPrefix)
+        return runtime
+    }
+
+    /// Has a crash of this process leave its note in Redis (``CrashRecorder``), which the consumers'
+    /// ``CrashGuard`` reads; without it (an unresolvable Redis host) they run as if no process crashed.
+    public func armCrashNotes(keyPrefix: String) {
+        do {
+            try CrashRecorder.arm(configuration: redis.configuration, keyPrefix: keyPrefix)
+        } catch {
+            logger.warning("crash notes unavailable", metadata: ["push.error": "\(error)"])
+        }
     }
 
     /// `/readyz` is ready when the broker connection is up with its topology declared and every

@@ -36,6 +36,13 @@ public struct ServiceDependencies: Sendable {
         self.init(amqp: runtime.amqp, redis: runtime.redis, queues: runtime.queues, logger: runtime.logger)
     }
 
+    /// The crash guard of a consumer of `queue` (``CrashGuard``), naming the service by the logger's
+    /// label; dead letters go to `queues` (default: ``queues``).
+    public func crashGuard(for queue: WorkQueue, in queues: PushQueues? = nil) -> CrashGuard {
+        CrashGuard(
+            service: logger.label, queue: queue, queues: queues ?? self.queues, redis: redis, keyPrefix: keyPrefix, amqp: amqp, logger: logger)
+    }
+
     /// The wall clock in milliseconds since 1970.
     @Sendable public static func wallClockMilliseconds() -> Int64 {
         Int64((Date().timeIntervalSince1970 * 1000).rounded())

@@ -2,6 +2,7 @@ import AMQP
 import ArgumentParser
 import Foundation
 import PushCore
+import PushServiceKit
 
 extension PushctlCommand {
     /// `pushctl dead list|replay`: what ended in `push.dead` and why, and sending it back once the
@@ -61,7 +62,7 @@ extension PushctlCommand {
                 let amqp = try await connection.amqp()
                 let deliveries = try await Dead.take(amqp, queues: connection.queues, limit: limit)
                 for delivery in deliveries {
-                    let reason = delivery.properties.headers[PushQueues.errorHeader]?.stringValue ?? "(rejected or over the delivery limit)"
+                    let reason = DeadLetterReason(headers: delivery.properties.headers)
                     let source = Dead.sourceQueue(delivery) ?? "-"
                     print("reason: \(reason)\nfrom:   \(source)\nbody:   \(String(decoding: delivery.body.prefix(2000), as: UTF8.self))\n")
                 }
@@ -83,7 +84,7 @@ extension PushctlCommand {
             @Option(help: "The queue to send them to (default: the queue each one died in).")
             var to: String?
 
-            @Option(help: "Replay only letters whose reason contains this text.")
+            @Option(help: "Replay only letters whose reason (as `pushctl dead list` prints it) contains this text.")
             var matching: String?
 
             @Option(help: "At most this many.")
@@ -100,7 +101,7 @@ extension PushctlCommand {
                 var replayed = 0
                 var skipped = 0
                 for delivery in deliveries {
-                    let reason = delivery.properties.headers[PushQueues.errorHeader]?.stringValue ?? ""
+                    let reason = DeadLetterReason(headers: delivery.properties.headers).description
                     guard matching.map({ reason.contains($0) }) ?? true, let target = to ?? Dead.sourceQueue(delivery) else {
                         delivery.nack(requeue: true)
                         skipped += 1

@@ -163,6 +163,53 @@ private let boundedConsumerTestLogger = TestLogger.make("bounded-consumer-tests"
 private struct SourceFailure: Error {}
 
 /// Work started and running now, and the most that ran at once.
+extension BoundedConsumerTests {
+    @Test func anElementToWorkOnAloneRunsWithNothingElseInFlightAndEverythingGuardedIsMarked() async throws {
+        let (source, continuation) = AsyncThrowingStream<Int, any Error>.makeStream()
+        for value in 0..<30 { continuation.yield(value) }
+        continuation.finish()
+        // Running work, and what ran while each alone element was in flight.
+        let running = Mutex<Set<Int>>([])
+        let besideAlone = Mutex<[Int: Set<Int>]>([:])
+        let guarded = Mutex<[(elements: [Int], alone: Bool)]>([])
+        let settledByLane = Mutex<[Int]>([])
+        let lanes = ConsumerLanes<Int>(
+            lane: { value in
+                if value % 10 == 7 { return .alone }
+                if value == 12 {
+                    settledByLane.withLock { $0.append(value) }
+                    return .settled
+                }
+                return .together
+            },
+            guarding: { elements, alone, work in
+                guarded.withLock { $0.append((elements, alone)) }
+                await work()
+            })
+        let loop = BoundedConsumer(name: "test consumer", bounds: .init(workers: 4, batchSize: 3), logger: boundedConsumerTestLogger)
+        try await loop.run(source, ordered: true, lanes: lanes, stopTaking: {}) { elements, turn in
+            running.withLock { $0.formUnion(elements) }
+            if elements.contains(where: { $0 % 10 == 7 }) {
+                try? await Task.sleep(for: .milliseconds(20))
+                let others = running.withLock { $0.subtracting(elements) }
+                besideAlone.withLock { $0[elements[0]] = others }
+            } else {
+                try? await Task.sleep(for: .milliseconds(Int.random(in: 1...10)))
+            }
+            await turn.waitForEarlierBatches()
+            running.withLock { $0.subtract(elements) }
+        }
+        let alone = besideAlone.withLock { $0 }
+        #expect(alone.keys.sorted() == [7, 17, 27])
+        for (value, others) in alone { #expect(others.isEmpty, "\(others.sorted()) ran beside \(value)") }
+        let batches = guarded.withLock { $0 }
+        #expect(batches.filter(\.alone).map(\.elements) == [[7], [17], [27]])
+        #expect(batches.allSatisfy { $0.alone == ($0.elements.count == 1 && $0.elements[0] % 10 == 7) })
+        #expect(batches.flatMap(\.elements).sorted() == (0..<30).filter { $0 != 12 }, "every element worked on once, none settled by its lane")
+        #expect(settledByLane.withLock { $0 } == [12])
+    }
+}
+
 private final class Load: Sendable {
     private let state = Mutex<(running: Int, peak: Int, seen: [Int])>((0, 0, []))
 

@@ -130,6 +130,7 @@ struct PushctlTests {
             #expect(listed.output.contains("to: is required"))
             #expect(listed.output.contains(#"{"id":"r2"}"#))
             #expect(listed.output.contains("from:   \(queues.requests.name)"))
+            #expect(listed.output.contains("reason: parked by RabbitMQ in \(queues.requests.name): rejected by a consumer without requeue"))
             try await Task.sleep(for: .milliseconds(300))
             #expect(try await connection.queueStatus(queues.dead).messages == 2, "list leaves them in place")
 

@@ -102,6 +102,11 @@ public struct LocalServer: Sendable {
         return child.output
     }
 
+    /// RabbitMQ: `rabbitmqctl ARGUMENTS` against this node (`scripts/rabbitmq.sh ctl`); its output.
+    public func rabbitmqctl(_ arguments: [String]) async throws -> String {
+        try await script("ctl", ["--"] + arguments)
+    }
+
     /// RabbitMQ: the broker closes every client connection whose name contains `text`, as an
     /// operator's `rabbitmqctl close_connection` would; returns how many it closed.
     public func closeConnections(matching text: String) async throws -> Int {
