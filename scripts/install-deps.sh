@@ -6,19 +6,21 @@
 # Build and test: librabbitmq-dev libhiredis-dev libnghttp2-dev libssl-dev pkg-config
 #                 rabbitmq-server redis-server (redis-tools, erlang come with them) openssl (test TLS certificates), curl nghttp2-client (HTTP/2 clients for the apns-sandbox tests)
 #                 python3-pika (the AMQP client of the chaos suite and the broadcast benchmark)
+#                 python3-yaml python3-jsonschema (scripts/checks/compose.sh: docker-compose.yml against
+#                 the compose schema)
 # --bench also:   wrk
 # Does nothing (and prints nothing) when everything is installed. Never leaves the distribution's
 # RabbitMQ/Redis/epmd services running: the local scripts run their own instances.
 set -euo pipefail
 
 PROG=install-deps.sh
-PACKAGES=(librabbitmq-dev libhiredis-dev libnghttp2-dev libssl-dev pkg-config rabbitmq-server redis-server redis-tools openssl curl nghttp2-client python3-pika)
+PACKAGES=(librabbitmq-dev libhiredis-dev libnghttp2-dev libssl-dev pkg-config rabbitmq-server redis-server redis-tools openssl curl nghttp2-client python3-pika python3-yaml python3-jsonschema)
 
 for arg in "$@"; do
     case $arg in
         --bench) PACKAGES+=(wrk) ;;
         -h | --help)
-            sed -n '2,10s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+            sed -n '2,13s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
             exit 0
             ;;
         *)

@@ -1,0 +1,962 @@
+#!/usr/bin/python3
+"""The implementation of scripts/checks/compose.sh: what it checks, and how the stack is stood up
+without a container engine, is that script's header (`scripts/checks/compose.sh --help`)."""
+
+import argparse
+import base64
+import fcntl
+import http.client
+import json
+import os
+import re
+import secrets
+import shlex
+import shutil
+import signal
+import socket
+import stat
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+from pathlib import Path
+
+import jsonschema
+import pika
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE_FILE = ROOT / "docker-compose.yml"
+SCHEMA_FILE = ROOT / "deploy" / "compose-spec" / "compose-spec.json"
+DOCKERFILE = ROOT / "deploy" / "Dockerfile"
+POLICIES_FILE = ROOT / "deploy" / "rabbitmq" / "policies.json"
+PUSH_IMAGE = "push:latest"
+# The users of the official images this file runs as (rabbitmq:*, redis:*): uid = gid = 999.
+OFFICIAL_IMAGE_USERS = {"rabbitmq": {"rabbitmq": 999}, "redis": {"redis": 999}}
+# Compose services that are the project's own local instances here rather than emulated containers.
+SERVERS = ("rabbitmq", "redis")
+RABBITMQADMIN_GLOB = "/usr/lib/rabbitmq/lib/rabbitmq_server-*/plugins/rabbitmq_management-*/priv/www/cli/rabbitmqadmin"
+START_TIMEOUT_S = 20
+STOP_TIMEOUT_S = 25
+
+
+class Failed(Exception):
+    """A check failed: the rest of the run makes no sense."""
+
+
+class Interrupted(Exception):
+    """SIGINT, SIGTERM or SIGHUP."""
+
+
+class InterpolationError(Exception):
+    pass
+
+
+class Report:
+    def __init__(self):
+        self.passed = 0
+        self.failed = 0
+        self.started = time.monotonic()
+
+    def ok(self, what):
+        self.passed += 1
+        print(f"compose | ok   {what}", flush=True)
+
+    def fail(self, what):
+        self.failed += 1
+        print(f"compose | FAIL {what}", flush=True)
+
+    def check(self, condition, what, why=""):
+        if condition:
+            self.ok(what)
+        else:
+            self.fail(f"{what}: {why}" if why else what)
+        return bool(condition)
+
+
+def note(msg):
+    print(f"compose | {msg}", flush=True)
+
+
+# --- compose semantics ------------------------------------------------------------------------
+
+VAR_RE = re.compile(
+    r"\$(?:(?P<esc>\$)|\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?+])(?P<arg>[^}]*))?\}"
+    r"|(?P<named>[A-Za-z_][A-Za-z0-9_]*)|(?P<bad>\{[^}]*\}?))"
+)
+
+
+def interpolate_str(text, env):
+    """Compose's interpolation of one string: $$, $VAR, ${VAR}, ${VAR:-d}, ${VAR-d}, ${VAR:?e},
+    ${VAR?e}, ${VAR:+a}, ${VAR+a}; an unset variable without a default becomes ''."""
+
+    def sub(m):
+        if m.group("esc"):
+            return "$"
+        if m.group("named"):
+            return env.get(m.group("named"), "")
+        name = m.group("braced")
+        if name is None:
+            raise InterpolationError(f"invalid interpolation format in {text!r}")
+        op, arg, value = m.group("op"), m.group("arg") or "", env.get(name)
+        if op is None:
+            return value or ""
+        present = bool(value) if op.startswith(":") else value is not None
+        kind = op[-1]
+        if kind == "-":
+            return value if present else arg
+        if kind == "+":
+            return arg if present else ""
+        if present:
+            return value
+        raise InterpolationError(f"required variable {name} is missing a value: {arg}")
+
+    return VAR_RE.sub(sub, text)
+
+
+def interpolate(node, env):
+    if isinstance(node, dict):
+        return {k: interpolate(v, env) for k, v in node.items()}
+    if isinstance(node, list):
+        return [interpolate(v, env) for v in node]
+    if isinstance(node, str):
+        return interpolate_str(node, env)
+    return node
+
+
+def read_env_file(path):
+    """A .env as compose reads it (KEY=VALUE lines, # comments, optional quotes)."""
+    env = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep:
+            raise Failed(f"{path}: a line without '=': {line!r}")
+        key = key.strip()
+        key = key[len("export "):].strip() if key.startswith("export ") else key
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        env[key] = value
+    return env
+
+
+def strings_of(node):
+    if isinstance(node, dict):
+        for v in node.values():
+            yield from strings_of(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from strings_of(v)
+    elif isinstance(node, str):
+        yield node
+
+
+def service_env(svc):
+    env = svc.get("environment") or {}
+    if isinstance(env, list):
+        out = {}
+        for item in env:
+            key, sep, value = str(item).partition("=")
+            if not sep:
+                raise Failed(f"environment entry {item!r} takes its value from the shell: not reproducible")
+            out[key] = value
+        return out
+    return {k: "" if v is None else str(v).lower() if isinstance(v, bool) else str(v) for k, v in env.items()}
+
+
+def argv_of(svc):
+    def words(v):
+        if v is None:
+            return []
+        return shlex.split(v) if isinstance(v, str) else [str(x) for x in v]
+
+    return words(svc.get("entrypoint")) + words(svc.get("command"))
+
+
+def volumes_of(svc):
+    """(kind, source, target, read_only) for each volume: kind `volume` (named) or `bind`."""
+    out = []
+    for v in svc.get("volumes") or []:
+        if isinstance(v, dict):
+            kind, source, target = v.get("type", "volume"), v.get("source"), v["target"]
+            read_only = bool(v.get("read_only"))
+        else:
+            parts = v.split(":")
+            source, target = parts[0], parts[1]
+            read_only = len(parts) > 2 and "ro" in parts[2].split(",")
+            kind = "bind" if source.startswith((".", "/", "~")) else "volume"
+        out.append((kind, source, target, read_only))
+    return out
+
+
+def depends_of(svc):
+    deps = svc.get("depends_on") or {}
+    if isinstance(deps, list):
+        return {d: "service_started" for d in deps}
+    return {d: (c or {}).get("condition", "service_started") for d, c in deps.items()}
+
+
+def topological(services):
+    order, seen = [], set()
+
+    def visit(name, path):
+        if name in seen:
+            return
+        if name in path:
+            raise Failed(f"depends_on has a cycle through {name}")
+        for dep in depends_of(services[name]):
+            visit(dep, path | {name})
+        seen.add(name)
+        order.append(name)
+
+    for name in services:
+        visit(name, set())
+    return order
+
+
+def parse_dockerfile(text):
+    """The final stage of deploy/Dockerfile: ENV, USER, WORKDIR, COPY (from the context), the uids
+    useradd gives, and the owner and mode RUN's chown/chmod give to paths."""
+    lines, cur = [], ""
+    for raw in text.splitlines():
+        s = raw.rstrip()
+        if s.lstrip().startswith("#") or (not cur and not s.strip()):
+            continue
+        if s.endswith("\\"):
+            cur += s[:-1] + " "
+            continue
+        lines.append(cur + s)
+        cur = ""
+    last_from = max(i for i, l in enumerate(lines) if l.split()[0].upper() == "FROM")
+    info = {"env": {}, "user": "root", "workdir": "/", "copies": [], "uids": {"root": 0}, "owner": {}, "mode": {}}
+    for line in lines[last_from + 1:]:
+        instr, _, rest = line.strip().partition(" ")
+        instr = instr.upper()
+        if instr == "ENV":
+            for tok in shlex.split(rest):
+                key, _, value = tok.partition("=")
+                info["env"][key] = value
+        elif instr == "USER":
+            info["user"] = rest.strip()
+        elif instr == "WORKDIR":
+            info["workdir"] = rest.strip()
+        elif instr == "COPY" and not rest.startswith("--"):
+            src, dest = shlex.split(rest)
+            info["copies"].append((src, dest))
+        elif instr == "RUN":
+            for m in re.finditer(r"useradd\b([^&;|]*)", rest):
+                args = shlex.split(m.group(1))
+                if "--uid" in args:
+                    info["uids"][args[-1]] = int(args[args.index("--uid") + 1])
+            for m in re.finditer(r"chown\s+(?:-\w+\s+)*(\S+)\s+([^&;|]*)", rest):
+                for p in shlex.split(m.group(2)):
+                    info["owner"][p] = m.group(1).split(":")[0]
+            for m in re.finditer(r"chmod\s+(?:-\w+\s+)*([0-7]{3,4})\s+([^&;|]*)", rest):
+                for p in shlex.split(m.group(2)):
+                    info["mode"][p] = int(m.group(1), 8)
+    return info
+
+
+def image_user(name, svc, dockerfile):
+    """(user name, uid) the service's container runs as."""
+    image = svc.get("image", "")
+    user = svc.get("user")
+    if user is None:
+        user = dockerfile["user"] if image == PUSH_IMAGE else "root"
+    user = str(user).split(":")[0]
+    if user.isdigit():
+        return user, int(user)
+    if image == PUSH_IMAGE:
+        return user, dockerfile["uids"].get(user)
+    repo = image.split(":")[0].split("/")[-1]
+    return user, 0 if user == "root" else OFFICIAL_IMAGE_USERS.get(repo, {}).get(user)
+
+
+# --- the static checks ----------------------------------------------------------------------
+
+
+def make_env_file(report, project):
+    """`make .env` in an empty directory, twice: the file compose reads."""
+    make = ["make", "-s", "--no-print-directory", "-f", str(ROOT / "Makefile"), "-C", str(project), ".env"]
+    first = subprocess.run(make, capture_output=True, text=True)
+    env_path = project / ".env"
+    if first.returncode != 0 or not env_path.exists():
+        raise Failed(f"make .env failed (exit {first.returncode}): {first.stderr.strip()}")
+    content = env_path.read_text()
+    mode = stat.S_IMODE(env_path.stat().st_mode)
+    env = read_env_file(env_path)
+    second = subprocess.run(make, capture_output=True, text=True)
+    report.check(mode == 0o600, "make .env writes .env with mode 600", f"mode {mode:o}")
+    report.check(
+        env.get("RABBITMQ_USER") == "push" and re.fullmatch(r"[0-9a-f]{48}", env.get("RABBITMQ_PASSWORD", "")),
+        "make .env: RABBITMQ_USER=push and a random 48-hex-digit RABBITMQ_PASSWORD",
+        f"got keys {sorted(env)}",
+    )
+    report.check(
+        second.returncode == 0 and env_path.read_text() == content,
+        "a second make .env leaves .env as it is",
+        second.stderr.strip(),
+    )
+    ignored = [l.strip() for l in (ROOT / ".gitignore").read_text().splitlines()]
+    report.check(".env" in ignored or "/.env" in ignored, ".env is in .gitignore")
+    return env
+
+
+def static_checks(report, raw, env, dockerfile):
+    # Interpolation without .env stops with a message that says what to do.
+    try:
+        interpolate(raw, {})
+        report.fail("without .env the file must not interpolate (RABBITMQ_PASSWORD unset)")
+    except InterpolationError as e:
+        report.check("make .env" in str(e), "without .env compose stops, saying: " + str(e), "the message does not name make .env")
+    doc = interpolate(raw, env)
+    schema = json.loads(SCHEMA_FILE.read_text())
+    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(doc), key=lambda e: list(e.absolute_path))
+    report.check(
+        not errors,
+        f"docker-compose.yml is valid against the compose schema ({SCHEMA_FILE.relative_to(ROOT)})",
+        "; ".join(f"{'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}" for e in errors[:5]),
+    )
+    services = doc["services"]
+
+    users, bad = [], []
+    for name, svc in services.items():
+        user, uid = image_user(name, svc, dockerfile)
+        users.append(f"{name} {user}" + (f" ({uid})" if uid is not None else ""))
+        if uid is None or uid == 0:
+            bad.append(f"{name} runs as {user}" + (" (unknown uid)" if uid is None else ""))
+    report.check(not bad, "every container runs as a non-root user: " + ", ".join(users), "; ".join(bad))
+
+    guest = [s for s in strings_of(raw) if "guest" in s.lower()]
+    report.check(not guest, "no guest credentials anywhere in the file", f"found {guest}")
+
+    rabbit_env = service_env(raw["services"]["rabbitmq"])
+    report.check(
+        "${RABBITMQ_USER" in rabbit_env.get("RABBITMQ_DEFAULT_USER", "")
+        and "${RABBITMQ_PASSWORD:?" in rabbit_env.get("RABBITMQ_DEFAULT_PASS", ""),
+        "RabbitMQ's default user is RABBITMQ_USER/RABBITMQ_PASSWORD of .env (${RABBITMQ_PASSWORD:?...})",
+        f"RABBITMQ_DEFAULT_USER/PASS are {rabbit_env.get('RABBITMQ_DEFAULT_USER')!r}/{rabbit_env.get('RABBITMQ_DEFAULT_PASS')!r}",
+    )
+    amqp_users = [n for n, s in services.items() if "PUSH_AMQP_URL" in service_env(s)]
+    bad = []
+    for name in amqp_users:
+        raw_url = service_env(raw["services"][name]).get("PUSH_AMQP_URL", "")
+        url = urllib.parse.urlsplit(service_env(services[name])["PUSH_AMQP_URL"])
+        if "${RABBITMQ_PASSWORD:?" not in raw_url or "${RABBITMQ_USER" not in raw_url:
+            bad.append(f"{name}: {raw_url!r} does not take ${{RABBITMQ_USER}} and ${{RABBITMQ_PASSWORD:?...}}")
+        elif (url.username, url.password) != (env["RABBITMQ_USER"], env["RABBITMQ_PASSWORD"]) or url.hostname not in services:
+            bad.append(f"{name}: {url.username}@{url.hostname} is not the .env user at a compose service")
+    report.check(
+        amqp_users and not bad,
+        f"PUSH_AMQP_URL of {', '.join(amqp_users)} is built from RABBITMQ_USER and RABBITMQ_PASSWORD",
+        "; ".join(bad) or "no service sets PUSH_AMQP_URL",
+    )
+
+    sandbox = argv_of(services.get("apns-sandbox", {}))
+    pairs = list(zip(sandbox, sandbox[1:]))
+    tls_names = [b for a, b in pairs if a == "--tls-name"]
+    report.check(
+        ("--host", "0.0.0.0") in pairs and "apns-sandbox" in tls_names,
+        "apns-sandbox runs with --host 0.0.0.0 --tls-name apns-sandbox",
+        f"its command is {sandbox}",
+    )
+    endpoints = {n: service_env(s).get("PUSH_APNS_ENDPOINT") for n, s in services.items() if "PUSH_APNS_ENDPOINT" in service_env(s)}
+    bad = [f"{n}: {e}" for n, e in endpoints.items() if urllib.parse.urlsplit(e).hostname not in tls_names or urllib.parse.urlsplit(e).hostname not in services]
+    report.check(
+        endpoints and not bad,
+        "the services reach apns-sandbox by a name its certificate holds (" + ", ".join(sorted(set(endpoints.values()))) + ")",
+        "; ".join(bad) or "no PUSH_APNS_ENDPOINT",
+    )
+
+    importers = []
+    for name, svc in services.items():
+        for kind, source, target, _ in volumes_of(svc):
+            if kind == "bind" and (ROOT / source).resolve() == POLICIES_FILE:
+                if any("rabbitmqadmin" in a and re.search(r"\bimport\s+" + re.escape(target) + r"(?=\s|$)", a) for a in argv_of(svc)):
+                    importers.append(name)
+    ok = len(importers) == 1
+    if ok:
+        one = importers[0]
+        waiting = [n for n in amqp_users if depends_of(services[n]).get(one) != "service_completed_successfully"]
+        ok = not waiting and depends_of(services[one]).get("rabbitmq") == "service_healthy"
+        why = f"not waited for by {waiting}" if waiting else f"{one} does not wait for rabbitmq to be healthy"
+    else:
+        why = f"services importing it: {importers}"
+    report.check(
+        ok,
+        f"{POLICIES_FILE.relative_to(ROOT)} is imported by the one-shot {importers[0] if importers else '?'} "
+        "(rabbitmqadmin import), which every RabbitMQ user waits for (service_completed_successfully)",
+        why,
+    )
+
+    bad = [n for n in amqp_users if not service_env(services[n]).get("PUSH_ADMIN_PORT")
+           or service_env(services[n]).get("PUSH_ADMIN_PORT") == service_env(services[n]).get("PUSH_HTTP_PORT")]
+    report.check(not bad, "every service sets PUSH_ADMIN_PORT apart from PUSH_HTTP_PORT", f"not: {bad}")
+
+    bad = []
+    for name, svc in services.items():
+        if svc.get("image") != PUSH_IMAGE:
+            continue
+        user, _ = image_user(name, svc, dockerfile)
+        for kind, source, target, read_only in volumes_of(svc):
+            if kind == "volume" and not read_only and dockerfile["owner"].get(target) != user:
+                bad.append(f"{name} writes to {target}, which the image does not give to {user}")
+    report.check(not bad, "deploy/Dockerfile gives the volumes its user writes to (their mount points) to that user", "; ".join(bad))
+    return doc
+
+
+# --- the stack --------------------------------------------------------------------------------
+
+
+def loopback_up():
+    """`ip link set lo up` without iproute2: SIOCGIFFLAGS, then SIOCSIFFLAGS with IFF_UP."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        flags = struct.unpack("16sH", fcntl.ioctl(s, 0x8913, struct.pack("16sH", b"lo", 0)))[1]
+        fcntl.ioctl(s, 0x8914, struct.pack("16sH", b"lo", flags | 1))
+    finally:
+        s.close()
+
+
+def http_request(method, host, port, path, body=None, headers=None, auth=None, timeout=5):
+    conn = http.client.HTTPConnection(host, port, timeout=timeout)
+    try:
+        hdrs = dict(headers or {})
+        if auth:
+            hdrs["Authorization"] = "Basic " + base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
+        if body is not None and not isinstance(body, (bytes, str)):
+            body = json.dumps(body)
+            hdrs.setdefault("Content-Type", "application/json")
+        conn.request(method, path, body=body, headers=hdrs)
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
+def wait_until(what, timeout, probe, interval=0.1, procs=()):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        for p in procs:
+            if p.popen.poll() is not None:
+                raise Failed(f"{what}: {p.name} exited with status {p.popen.returncode}")
+        try:
+            result = probe()
+            if result:
+                return result
+        except (OSError, http.client.HTTPException, ValueError) as e:
+            last = e
+        time.sleep(interval)
+    raise Failed(f"{what}: not within {timeout} s" + (f" (last error: {last})" if last else ""))
+
+
+class Proc:
+    def __init__(self, name, popen, log):
+        self.name, self.popen, self.log = name, popen, log
+
+
+class Stack:
+    def __init__(self, args, report, work, doc, env, dockerfile, root_mode):
+        self.args, self.report, self.work, self.doc, self.env = args, report, work, doc, env
+        self.dockerfile, self.root_mode = dockerfile, root_mode
+        self.services = doc["services"]
+        self.procs = {}
+        self.servers_started = []
+        self.fakeroot = work / "root"
+        self.logs = work / "logs"
+        self.logs.mkdir()
+        self.local = work / "local"
+        self.bin_dir = Path(args.bin_dir).resolve()
+        self.addr = {}
+        n = 2
+        for name in self.services:
+            if name in SERVERS:
+                self.addr[name] = "127.0.0.1"
+            else:
+                self.addr[name] = f"127.0.0.{n}"
+                n += 1
+
+    # The namespace's view of the network: lo up, compose names in a private /etc/hosts.
+    def network(self):
+        loopback_up()
+        hosts = self.work / "hosts"
+        names = set(self.services)
+        kept = [l for l in Path("/etc/hosts").read_text().splitlines() if not (set(l.split("#")[0].split()[1:]) & names)]
+        lines = kept + [f"{self.addr[n]}\t{n}" for n in self.services]
+        hosts.write_text("\n".join(lines) + "\n")
+        hosts.chmod(0o644)
+        subprocess.run(["mount", "--bind", str(hosts), "/etc/hosts"], check=True)
+        resolved = {n: socket.gethostbyname(n) for n in self.services}
+        wrong = {n: a for n, a in resolved.items() if a != self.addr[n]}
+        if wrong:
+            raise Failed(f"the private /etc/hosts is not used: {wrong}")
+        note("names: " + ", ".join(f"{n} {a}" for n, a in resolved.items()))
+
+    # The containers' filesystem: /app of the image, volumes, bind mounts.
+    def filesystem(self):
+        df = self.dockerfile
+        push_uid = df["uids"][df["user"]]
+        workdir = self.fakeroot / df["workdir"].lstrip("/")
+        workdir.mkdir(parents=True)
+        for src, dest in df["copies"]:
+            target = Path(dest) if dest.startswith("/") else Path(df["workdir"]) / dest
+            target = self.fakeroot / str(target).lstrip("/")
+            if (ROOT / src).is_dir():
+                shutil.copytree(ROOT / src, target, ignore=shutil.ignore_patterns("keys"))
+            else:
+                shutil.copy(ROOT / src, target)
+        self.prefixes = {df["workdir"]}
+        for path, owner in df["owner"].items():
+            d = self.fakeroot / path.lstrip("/")
+            d.mkdir(parents=True, exist_ok=True)
+            if self.root_mode:
+                os.chown(d, df["uids"].get(owner, push_uid), df["uids"].get(owner, push_uid))
+            d.chmod(df["mode"].get(path, 0o755))
+            self.prefixes.add(path)
+        targets = {}
+        for name in self.emulated():
+            for kind, source, target, _ in volumes_of(self.services[name]):
+                if targets.setdefault(target, (kind, source)) != (kind, source):
+                    raise Failed(f"{target} is mounted from different sources: {targets[target]} and {(kind, source)}")
+        for target, (kind, source) in targets.items():
+            here = self.fakeroot / target.lstrip("/")
+            here.parent.mkdir(parents=True, exist_ok=True)
+            if kind == "bind":
+                if (ROOT / source).is_dir():
+                    shutil.copytree(ROOT / source, here)
+                else:
+                    shutil.copy(ROOT / source, here)
+                here.chmod(0o755 if here.is_dir() else 0o644)
+            else:
+                volume = self.work / "volumes" / source
+                if not volume.exists():
+                    # A new named volume takes the owner and mode of the image's mount point.
+                    volume.mkdir(parents=True)
+                    st = here.stat() if here.exists() else None
+                    if self.root_mode:
+                        os.chown(volume, st.st_uid if st else 0, st.st_gid if st else 0)
+                    volume.chmod(stat.S_IMODE(st.st_mode) if st else 0o755)
+                if here.exists():
+                    here.rmdir()
+                here.symlink_to(volume)
+            self.prefixes.add(target)
+        self.path_re = re.compile(
+            r"(?<![\w./-])(" + "|".join(re.escape(p) for p in sorted(self.prefixes, key=len, reverse=True)) + r")(?=/|$|[^\w.-])"
+        )
+        os.chmod(self.work, 0o755)
+
+    def to_host(self, text):
+        return self.path_re.sub(lambda m: str(self.fakeroot) + m.group(1), text)
+
+    def emulated(self):
+        return [n for n in self.services if n not in SERVERS]
+
+    def programs(self):
+        """The push image's programs: --bin-dir, or a copy the service user can read."""
+        names = sorted({argv_of(self.services[n])[0] for n in self.emulated() if self.services[n].get("image") == PUSH_IMAGE})
+        names = [n for n in names if not shutil.which(n, path="/usr/bin:/bin")]  # sh is the system's
+        missing = [n for n in names if not (self.bin_dir / n).is_file()]
+        if missing:
+            raise Failed(f"missing in {self.bin_dir}: {', '.join(missing)} (swift build first)")
+        self.push_bin = self.bin_dir
+        if self.root_mode:
+            uid = self.dockerfile["uids"][self.dockerfile["user"]]
+            probe = subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--", "test", "-x", str(self.bin_dir / names[0])])
+            if probe.returncode != 0:
+                self.push_bin = self.work / "bin"
+                self.push_bin.mkdir()
+                for n in names:
+                    shutil.copy(self.bin_dir / n, self.push_bin / n)
+                note(f"uid {uid} cannot run programs in {self.bin_dir}: using copies in {self.push_bin}")
+        tools = self.work / "tools"
+        tools.mkdir()
+        admin = sorted(Path("/").glob(RABBITMQADMIN_GLOB.lstrip("/")))
+        if not admin:
+            raise Failed(f"rabbitmqadmin not found ({RABBITMQADMIN_GLOB}; rabbitmq-server ships it)")
+        (tools / "rabbitmqadmin").symlink_to(admin[-1])
+        self.tools = tools
+
+    def process_env(self, name):
+        svc = self.services[name]
+        if svc.get("image") == PUSH_IMAGE:
+            env = {"PATH": f"{self.push_bin}:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": self.to_host(self.dockerfile["workdir"])}
+            env.update({k: self.to_host(v) for k, v in self.dockerfile["env"].items()})
+            cwd = self.to_host(self.dockerfile["workdir"])
+        else:
+            env = {"PATH": f"{self.tools}:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": str(self.fakeroot)}
+            cwd = str(self.fakeroot)
+        env.update({k: self.to_host(v) for k, v in service_env(svc).items()})
+        if "PUSH_HTTP_PORT" in env:
+            env["PUSH_HTTP_HOST"] = self.addr[name]
+        return env, cwd
+
+    def spawn(self, name):
+        svc = self.services[name]
+        env, cwd = self.process_env(name)
+        argv = [self.to_host(a) for a in argv_of(svc)]
+        user, uid = image_user(name, svc, self.dockerfile)
+        if self.root_mode:
+            argv = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"] + argv
+        log = self.logs / f"{name}.log"
+        with open(log, "ab") as out:
+            popen = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = Proc(name, popen, log)
+        self.procs[name] = proc
+        return proc
+
+    def script(self, *argv):
+        env = dict(os.environ, PUSH_LOCAL_DIR=str(self.local), PUSH_QUIET="1")
+        r = subprocess.run([str(ROOT / "scripts" / argv[0]), *argv[1:]], env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise Failed(f"scripts/{' '.join(argv)} failed (exit {r.returncode}): {(r.stdout + r.stderr).strip()[-2000:]}")
+
+    # RabbitMQ and Redis as the official images would be: the .env user, no guest, compose's ports.
+    def servers(self):
+        any_env = service_env(self.services[self.emulated_push()[0]])
+        amqp = urllib.parse.urlsplit(any_env["PUSH_AMQP_URL"])
+        redis = urllib.parse.urlsplit(any_env["PUSH_REDIS_URL"])
+        mgmt = self.management_port()
+        if amqp.hostname != "rabbitmq" or redis.hostname != "redis":
+            raise Failed(f"PUSH_AMQP_URL/PUSH_REDIS_URL name {amqp.hostname}/{redis.hostname}, not the services rabbitmq/redis")
+        started = time.monotonic()
+        self.servers_started.append("rabbitmq")
+        self.script("rabbitmq.sh", "start", "--name", "compose", "--port", str(amqp.port or 5672), "--management-port", str(mgmt))
+        self.servers_started.append("redis")
+        self.script("redis.sh", "start", "--name", "compose", "--port", str(redis.port or 6379))
+        user, password = self.env["RABBITMQ_USER"], self.env["RABBITMQ_PASSWORD"]
+        guest = ("guest", "guest")
+        for method, path, body, auth in [
+            ("PUT", f"/api/users/{user}", {"password": password, "tags": "administrator"}, guest),
+            ("PUT", f"/api/permissions/%2f/{user}", {"configure": ".*", "write": ".*", "read": ".*"}, guest),
+            ("DELETE", "/api/users/guest", None, (user, password)),
+        ]:
+            status, text = http_request(method, "rabbitmq", mgmt, path, body, auth=auth)
+            if status not in (200, 201, 204):
+                raise Failed(f"RabbitMQ management {method} {path}: {status} {text[:200]!r}")
+        status, _ = http_request("GET", "rabbitmq", mgmt, "/api/whoami", auth=guest)
+        if status != 401:
+            raise Failed(f"guest still logs in ({status})")
+        for policy in json.loads(POLICIES_FILE.read_text())["policies"]:
+            vhost = urllib.parse.quote(policy["vhost"], safe="")
+            status, text = http_request("DELETE", "rabbitmq", mgmt, f"/api/policies/{vhost}/{policy['name']}", auth=(user, password))
+            if status not in (204, 404):
+                raise Failed(f"clearing policy {policy['name']}: {status} {text[:200]!r}")
+        note(
+            f"RabbitMQ (rabbitmq:{amqp.port}, management {mgmt}) with user {user} of .env and no guest, "
+            f"Redis (redis:{redis.port}) in {time.monotonic() - started:.1f} s"
+        )
+
+    def emulated_push(self):
+        return [n for n in self.emulated() if "PUSH_AMQP_URL" in service_env(self.services[n])]
+
+    def management_port(self):
+        for p in self.services["rabbitmq"].get("ports") or []:
+            if isinstance(p, dict):
+                return int(p["target"])
+            return int(str(p).rsplit(":", 1)[-1].split("/")[0])
+        return 15672
+
+    def one_shots(self):
+        return {d for s in self.services.values() for d, c in depends_of(s).items() if c == "service_completed_successfully"}
+
+    def run(self):
+        report = self.report
+        self.network()
+        self.filesystem()
+        self.programs()
+        self.servers()
+        one_shots = self.one_shots()
+        ready = set(SERVERS)
+        for name in topological(self.services):
+            if name in SERVERS:
+                continue
+            for dep in depends_of(self.services[name]):
+                if dep not in ready:
+                    self.wait_ready(dep)
+                    ready.add(dep)
+            if name in one_shots:
+                self.run_one_shot(name)
+                ready.add(name)
+            else:
+                self.spawn(name)
+        for name in self.emulated():
+            if name not in ready:
+                self.wait_ready(name)
+                ready.add(name)
+        self.check_sandbox_name()
+        self.check_users()
+        self.deliver()
+        self.stop_services()
+
+    def run_one_shot(self, name):
+        started = time.monotonic()
+        proc = self.spawn(name)
+        try:
+            rc = proc.popen.wait(timeout=START_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise Failed(f"one-shot {name} did not finish within {START_TIMEOUT_S} s")
+        if rc != 0:
+            raise Failed(f"one-shot {name} exited {rc}")
+        user, uid = image_user(name, self.services[name], self.dockerfile)
+        what = f"one-shot {name} exits 0 as {user}" + (f" (uid {uid})" if self.root_mode else "") + f" ({time.monotonic() - started:.1f} s)"
+        if name == "dev-keys":
+            keys = [p for p in (self.work / "volumes").glob("*/*.p8")]
+            self.report.check(keys and all(p.stat().st_uid == (uid if self.root_mode else os.getuid()) for p in keys), what + ": the signing key is in its volume, owned by it", f"keys: {keys}")
+        elif "rabbitmqadmin" in " ".join(argv_of(self.services[name])):
+            self.report.check(self.policies_match(), what + ": the broker's policies are those of " + str(POLICIES_FILE.relative_to(ROOT)), "they differ")
+        else:
+            self.report.ok(what)
+
+    def policies_match(self):
+        mgmt = self.management_port()
+        want = json.loads(POLICIES_FILE.read_text())["policies"]
+
+        def probe():
+            status, body = http_request("GET", "rabbitmq", mgmt, "/api/policies", auth=(self.env["RABBITMQ_USER"], self.env["RABBITMQ_PASSWORD"]))
+            have = {(p["vhost"], p["name"]): p for p in json.loads(body)} if status == 200 else {}
+            for p in want:
+                h = have.get((p["vhost"], p["name"]))
+                if not h or (h["pattern"], h["apply-to"], h["priority"], h["definition"]) != (
+                    p["pattern"], p.get("apply-to", "all"), p.get("priority", 0), p["definition"]):
+                    return False
+            return True
+
+        try:
+            return wait_until("policies", 5, probe)
+        except Failed:
+            return False
+
+    def wait_ready(self, name):
+        svc = self.services[name]
+        proc = self.procs.get(name)
+        if proc is None:
+            raise Failed(f"{name} is needed before it was started")
+        env, _ = self.process_env(name)
+        started = time.monotonic()
+        if "PUSH_ADMIN_PORT" in env or "PUSH_HTTP_PORT" in env:
+            port = int(env.get("PUSH_ADMIN_PORT") or env["PUSH_HTTP_PORT"])
+            wait_until(f"{name} ready (GET /readyz on {name}:{port})", START_TIMEOUT_S,
+                       lambda: http_request("GET", name, port, "/readyz", timeout=2)[0] == 200, procs=[proc])
+            self.report.ok(f"{name} ready on PUSH_ADMIN_PORT {port} ({self.addr[name]}), {time.monotonic() - started:.1f} s")
+        elif name == "apns-sandbox" or "--admin-port" in argv_of(svc):
+            argv = argv_of(svc)
+            admin = int(argv[argv.index("--admin-port") + 1])
+            ca = Path(self.to_host(argv[argv.index("--ca-out") + 1]))
+            wait_until(f"{name} ready (its CA and GET /stats on {name}:{admin})", START_TIMEOUT_S,
+                       lambda: ca.exists() and ca.stat().st_size > 0 and http_request("GET", name, admin, "/stats", timeout=2)[0] == 200, procs=[proc])
+            self.report.ok(f"{name} up (admin {name}:{admin}, CA written to its volume), {time.monotonic() - started:.1f} s")
+        elif proc.popen.poll() is not None:
+            raise Failed(f"{name} exited with status {proc.popen.returncode}")
+
+    def check_sandbox_name(self):
+        argv = argv_of(self.services["apns-sandbox"])
+        port = int(argv[argv.index("--port") + 1])
+        ca = self.to_host(argv[argv.index("--ca-out") + 1])
+        endpoint = urllib.parse.urlsplit(service_env(self.services[self.emulated_push()[0]])["PUSH_APNS_ENDPOINT"])
+
+        def curl(host):
+            return subprocess.run(
+                ["curl", "-sS", "--max-time", "5", "--http2", "--cacert", ca, "-o", "/dev/null", "-w", "%{http_code}", f"https://{host}:{port}/"],
+                capture_output=True, text=True)
+
+        by_name = curl(endpoint.hostname)
+        by_addr = curl(self.addr["apns-sandbox"])
+        self.report.check(
+            by_name.returncode == 0 and by_name.stdout not in ("", "000"),
+            f"https://{endpoint.hostname}:{port} verifies against the sandbox's CA (HTTP {by_name.stdout})",
+            by_name.stderr.strip(),
+        )
+        self.report.check(
+            by_addr.returncode in (51, 60),
+            f"https://{self.addr['apns-sandbox']}:{port} does not (the certificate names {endpoint.hostname}, not that address)",
+            f"curl exit {by_addr.returncode} {by_addr.stderr.strip()}",
+        )
+
+    def check_users(self):
+        rows, bad = [], []
+        for name, proc in self.procs.items():
+            if not self.root_mode:
+                note(f"not run as root: the services run as the invoking user (uid {self.args.unprivileged} outside the user namespace), not as the images' users")
+                break
+            if proc.popen.poll() is not None:
+                continue
+            status = Path(f"/proc/{proc.popen.pid}/status").read_text()
+            uid = int(re.search(r"^Uid:\s+(\d+)", status, re.M).group(1))
+            want = image_user(name, self.services[name], self.dockerfile)[1]
+            rows.append(f"{name} {uid}")
+            if uid != want or (uid == 0 and self.root_mode):
+                bad.append(f"{name} runs as uid {uid}, not {want}")
+        if self.root_mode:
+            self.report.check(not bad, "the services run as uids " + ", ".join(rows), "; ".join(bad))
+        ingest = self.services.get("push-ingest")
+        if ingest:
+            env = service_env(ingest)
+            status, _ = http_request("GET", "push-ingest", int(env["PUSH_HTTP_PORT"]), "/healthz")
+            self.report.check(status == 404, f"push-ingest's PUSH_HTTP_PORT {env['PUSH_HTTP_PORT']} serves the API only (GET /healthz: {status})")
+
+    def deliver(self):
+        env = service_env(self.services["push-ingest"])
+        apps = json.loads(Path(self.to_host(env["PUSH_APPS_FILE"])).read_text())["apps"]
+        app = next((a for a, c in apps.items() if c.get("default")), next(iter(apps)))
+        key = apps[app]["ingest"]["api_keys"][0]
+        token = secrets.token_hex(32)
+        status, body = http_request(
+            "PUT", "push-ingest", int(env["PUSH_HTTP_PORT"]), f"/v1/apps/{app}/devices/{token}",
+            {"user": "compose-check", "locale": "en", "environment": "sandbox"}, headers={"Authorization": f"Bearer {key}"})
+        if status not in (200, 201):
+            raise Failed(f"PUT /v1/apps/{app}/devices/… on push-ingest: {status} {body[:300]!r}")
+        self.report.ok(f"device registered through http://push-ingest:{env['PUSH_HTTP_PORT']} ({status})")
+        url = service_env(self.services["push-render"])["PUSH_AMQP_URL"]
+        request = {"id": f"compose-check-{token[:16]}", "app": app, "to": {"tokens": [token]},
+                   "payload": {"aps": {"alert": {"title": "compose", "body": "delivered"}}}}
+        params = pika.URLParameters(url)
+        params.socket_timeout = 5
+        params.connection_attempts = 3
+        conn = pika.BlockingConnection(params)
+        try:
+            ch = conn.channel()
+            ch.confirm_delivery()
+            ch.basic_publish("push", "request", json.dumps(request).encode(), pika.BasicProperties(content_type="application/json", delivery_mode=2), mandatory=True)
+        finally:
+            conn.close()
+        parts = urllib.parse.urlsplit(url)
+        self.report.ok(f"push request published with pika to PUSH_AMQP_URL (amqp://{parts.username}:…@{parts.hostname}:{parts.port}), confirmed")
+        argv = argv_of(self.services["apns-sandbox"])
+        admin = int(argv[argv.index("--admin-port") + 1])
+        started = time.monotonic()
+
+        def delivered():
+            status, body = http_request("GET", "apns-sandbox", admin, f"/deliveries?token={token}")
+            found = json.loads(body).get("deliveries", []) if status == 200 else []
+            return found or None
+
+        found = wait_until("apns-sandbox received the push", START_TIMEOUT_S, delivered, interval=0.2, procs=list(self.procs[n] for n in self.emulated_push() + ["apns-sandbox"]))
+        d = found[0]
+        self.report.check(
+            d.get("topic", "").startswith(app) and d.get("payload", {}).get("aps", {}).get("alert", {}).get("body") == "delivered",
+            f"apns-sandbox received it over https://apns-sandbox from push-send ({time.monotonic() - started:.1f} s after publishing): topic {d.get('topic')}",
+            f"delivery {d}",
+        )
+
+    def stop_services(self):
+        running = [p for n, p in self.procs.items() if p.popen.poll() is None]
+        for p in running:
+            p.popen.send_signal(signal.SIGTERM)
+        bad = []
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        for p in running:
+            try:
+                rc = p.popen.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                rc = "still running"
+            if rc != 0:
+                bad.append(f"{p.name}: {rc}")
+        self.report.check(not bad, f"{', '.join(p.name for p in running)} exit 0 on SIGTERM", "; ".join(bad))
+
+    def cleanup(self):
+        for p in self.procs.values():
+            if p.popen.poll() is None:
+                p.popen.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        for p in self.procs.values():
+            try:
+                p.popen.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.popen.kill()
+                p.popen.wait()
+        for server in reversed(self.servers_started):
+            try:
+                self.script(f"{server}.sh", "stop", "--name", "compose")
+            except Failed as e:
+                print(f"compose: {e}", file=sys.stderr)
+
+    def tail_logs(self):
+        for log in sorted(self.logs.glob("*.log")):
+            lines = log.read_text(errors="replace").splitlines()[-25:]
+            if lines:
+                print(f"--- last lines of {log.name} ---", file=sys.stderr)
+                print("\n".join(lines), file=sys.stderr)
+
+
+def on_signal(signum, _frame):
+    raise Interrupted(signal.Signals(signum).name)
+
+
+def inside(args):
+    report = Report()
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    work = Path(tempfile.mkdtemp(prefix="push-compose-check."))
+    stack = None
+    status = 0
+    try:
+        dockerfile = parse_dockerfile(DOCKERFILE.read_text())
+        project = work / "project"
+        project.mkdir()
+        env = make_env_file(report, project)
+        raw = yaml.safe_load(COMPOSE_FILE.read_text())
+        doc = static_checks(report, raw, env, dockerfile)
+        if report.failed:
+            raise Failed("the file's checks failed; not starting the stack")
+        stack = Stack(args, report, work, doc, env, dockerfile, root_mode=args.unprivileged is None)
+        stack.run()
+    except Failed as e:
+        report.fail(str(e))
+    except Interrupted as e:
+        report.fail(f"interrupted ({e})")
+        status = 130
+    except Exception as e:  # an unexpected error is a failed check, with everything still stopped
+        report.fail(f"{type(e).__name__}: {e}")
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        if stack is not None:
+            if report.failed:
+                stack.tail_logs()
+            stack.cleanup()
+        if args.keep:
+            note(f"kept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    print(f"compose: {report.passed} passed, {report.failed} failed ({time.monotonic() - report.started:.0f} s)", flush=True)
+    return status or (1 if report.failed else 0)
+
+
+def main():
+    ap = argparse.ArgumentParser(prog="scripts/checks/compose.sh", add_help=False)
+    ap.add_argument("--bin-dir", default=str(ROOT / ".build" / "debug"))
+    ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--unprivileged", type=int, help=argparse.SUPPRESS)  # the invoking uid
+    args, extra = ap.parse_known_args()
+    if extra:
+        print(f"compose.sh: unknown arguments {extra} (see --help)", file=sys.stderr)
+        return 2
+    if args.inside:
+        return inside(args)
+    missing = [t for t in ("unshare", "setpriv", "mount", "curl", "make", "openssl", "redis-server") if not shutil.which(t)]
+    if missing:
+        print(f"compose.sh: missing {', '.join(missing)} (scripts/install-deps.sh installs what the project needs)", file=sys.stderr)
+        return 3
+    ns = ["unshare", "--mount", "--net", "--propagation", "private"]
+    flags = []
+    if os.geteuid() != 0:
+        ns += ["--user", "--map-root-user"]
+        flags += ["--unprivileged", str(os.geteuid())]
+    probe = subprocess.run(ns + ["true"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        print(f"compose.sh: cannot make a private network and mount namespace ({' '.join(ns)}): {probe.stderr.strip()}", file=sys.stderr)
+        return 3
+    argv = ns + [sys.executable, str(Path(__file__).resolve()), "--inside", "--bin-dir", args.bin_dir] + (["--keep"] if args.keep else []) + flags
+    os.execvp(argv[0], argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
