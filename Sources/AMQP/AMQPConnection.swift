@@ -18,14 +18,37 @@ import Synchronization
 /// - After a connection loss the thread reconnects with ``ReconnectBackoff``, declares the topology
 ///   again and restarts every consumer; consumers keep iterating. Deliveries received before the loss
 ///   can no longer be acked (the broker redelivers them) and their acks are ignored.
-/// - Publishes wait while disconnected for at most ``AMQPConfiguration/publishTimeout``.
+/// - A publish is sent and confirmed within ``AMQPConfiguration/publishTimeout`` of the call, or it
+///   fails (`timeout`; unconfirmed ones may or may not have been stored), also while the broker
+///   blocks publishing (`connection.blocked`, a memory or disk alarm: nothing is sent then).
+/// - With ``Publishing/separate`` publishes go over a second connection of their own, as RabbitMQ
+///   advises: a broker that blocks publishers under an alarm stops reading their connection, acks
+///   included, and only acks can free the memory a backlog holds.
 public final class AMQPConnection: Service, Sendable {
+    /// Whether publishes share the consumers' connection or have one of their own.
+    public enum Publishing: Sendable {
+        case shared
+        case separate
+    }
+
     public let configuration: AMQPConfiguration
     public let topology: AMQPTopology
+    /// Consumers, acks and admin calls (and publishes, when shared).
     let core: ConnectionCore
+    /// Publishes: ``core`` itself, or a connection of its own.
+    let publishingCore: ConnectionCore
     private let logger: Logger
+    private let onBlocked: @Sendable (String?) -> Void
 
-    public init(configuration: AMQPConfiguration, topology: AMQPTopology = .empty, logger: Logger) {
+    /// - Parameters:
+    ///   - publishing: ``Publishing/separate`` opens a second connection for publishes, named
+    ///     `<connection name> publisher`.
+    ///   - onBlocked: called on the I/O thread when the broker blocks publishing (its reason) or
+    ///     unblocks it (nil), e.g. to set a metric.
+    public init(
+        configuration: AMQPConfiguration, topology: AMQPTopology = .empty, logger: Logger, publishing: Publishing = .shared,
+        onBlocked: @escaping @Sendable (String?) -> Void = { _ in }
+    ) {
         self.configuration = configuration
         self.topology = topology
         var logger = logger
@@ -33,13 +56,24 @@ public final class AMQPConnection: Service, Sendable {
         logger[metadataKey: "amqp.endpoint"] = "\(configuration.endpointDescription)"
         self.logger = logger
         self.core = ConnectionCore()
+        self.publishingCore = publishing == .separate ? ConnectionCore() : core
+        self.onBlocked = onBlocked
     }
 
-    /// Starts the I/O thread, which connects in the background; idempotent.
+    /// Starts the I/O thread (two with a separate publisher), which connects in the background; idempotent.
     public func start() {
         guard core.claimStart() else { return }
-        let worker = ConnectionWorker(core: core, configuration: configuration, topology: topology, logger: logger)
+        let worker = ConnectionWorker(core: core, configuration: configuration, topology: topology, logger: logger, onBlocked: onBlocked)
         IOThread.start(name: "amqp:\(configuration.connectionName)") { worker.main() }
+        if publishingCore !== core, publishingCore.claimStart() {
+            var configuration = configuration
+            configuration.connectionName += " publisher"
+            var logger = logger
+            logger[metadataKey: "amqp.connection"] = "\(configuration.connectionName)"
+            let publisher = ConnectionWorker(
+                core: publishingCore, configuration: configuration, topology: topology, logger: logger, onBlocked: onBlocked)
+            IOThread.start(name: "amqp:\(configuration.connectionName)") { publisher.main() }
+        }
     }
 
     /// Runs until graceful shutdown (or cancellation), then closes: the `Service` entry point.
@@ -54,25 +88,32 @@ public final class AMQPConnection: Service, Sendable {
     public func close() async {
         guard core.hasStarted else { return }
         _ = core.enqueue(.close)
+        if publishingCore !== core { _ = publishingCore.enqueue(.close) }
         await core.waitForExit()
+        if publishingCore !== core { await publishingCore.waitForExit() }
     }
 
-    /// Whether the connection is up, its topology declared and its consumers started.
-    public var isConnected: Bool { core.isConnected }
+    /// Whether the connection (both, with a separate publisher) is up, its topology declared and its
+    /// consumers started.
+    public var isConnected: Bool { core.isConnected && publishingCore.isConnected }
 
     /// Why the last connection attempt failed or the last connection dropped, if it did.
-    public var lastError: AMQPError? { core.lastError }
+    public var lastError: AMQPError? { core.lastError ?? (publishingCore !== core ? publishingCore.lastError : nil) }
+
+    /// The broker's reason while it blocks publishing (`connection.blocked`: a memory or disk alarm);
+    /// nil when publishing flows.
+    public var blockedReason: String? { publishingCore.blockedReason }
 
     /// Waits until connected; throws the last connection error (e.g. refused login) after `timeout`.
     public func waitUntilConnected(timeout: Duration) async throws(AMQPError) {
         start()
         let deadline = ContinuousClock.now + timeout
-        while !core.isConnected {
+        while !isConnected {
             if core.isClosed { throw AMQPError(.closed, "the connection was closed") }
             // Refused credentials or a bad certificate will not fix themselves: say so now.
-            if let error = core.lastError, !error.isRetryable { throw error }
+            if let error = lastError, !error.isRetryable { throw error }
             guard ContinuousClock.now < deadline else {
-                throw core.lastError ?? AMQPError(.timeout, "not connected to \(configuration.endpointDescription) within \(timeout)")
+                throw lastError ?? AMQPError(.timeout, "not connected to \(configuration.endpointDescription) within \(timeout)")
             }
             try? await Task.sleep(for: .milliseconds(10))
         }
@@ -85,7 +126,7 @@ public final class AMQPConnection: Service, Sendable {
         start()
         let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<Void, AMQPError>, Never>) in
             let pending = PendingPublish(message: message, deadline: .now + configuration.publishTimeout) { continuation.resume(returning: $0) }
-            if !core.enqueue(.publish([pending])) {
+            if !publishingCore.enqueue(.publish([pending])) {
                 continuation.resume(returning: .failure(AMQPError(.closed, "the connection was closed")))
             }
         }
@@ -103,7 +144,7 @@ public final class AMQPConnection: Service, Sendable {
             let pendings = messages.enumerated().map { index, message in
                 PendingPublish(message: message, deadline: deadline) { collector.record(index, $0) }
             }
-            if !core.enqueue(.publish(pendings)) {
+            if !publishingCore.enqueue(.publish(pendings)) {
                 for index in messages.indices { collector.record(index, .failure(AMQPError(.closed, "the connection was closed"))) }
             }
         }

@@ -39,7 +39,7 @@ public struct AMQPDelivery: Sendable {
     /// Whether the session this delivery came on is still up, so settling it still means something.
     /// False once that connection was lost: the broker has requeued the message and delivers it
     /// again, and whatever the holder would still do for it duplicates what the redelivery does.
-    public var isSettleable: Bool { core.liveGeneration.load(ordering: .acquiring) == generation }
+    public var isSettleable: Bool { core.isSettleable(generation: generation, channel: channel) }
 
     /// Acknowledges this delivery (and, with `multiple`, every earlier one on its channel).
     public func ack(multiple: Bool = false) {

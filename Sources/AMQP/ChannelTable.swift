@@ -20,6 +20,13 @@ struct ChannelTable<Consumer> {
     private var entries: [UInt64: Entry] = [:]
     private var idByChannel: [UInt16: UInt64] = [:]
     private var cancelledChannels: Set<UInt16> = []
+    /// Consumer channels the broker closed in this session: never reused, nothing to settle there.
+    private var brokerClosedChannels: Set<UInt16> = []
+    /// Consumers restarted after the broker closed their channel, this session.
+    private var restarts: [UInt64: Int] = [:]
+    /// Restarts of one consumer in one session before its channel closing counts as a failure (a
+    /// consume the broker keeps refusing would otherwise loop).
+    static var maximumRestarts: Int { 5 }
     /// The admin channel is open in this session.
     private(set) var adminChannelOpen = false
 
@@ -41,7 +48,7 @@ struct ChannelTable<Consumer> {
     /// The lowest consumer channel neither in use nor cancelled in this session.
     func nextFreeChannel() -> UInt16 {
         var channel = Self.firstConsumerChannel
-        while idByChannel[channel] != nil || cancelledChannels.contains(channel) { channel += 1 }
+        while idByChannel[channel] != nil || cancelledChannels.contains(channel) || brokerClosedChannels.contains(channel) { channel += 1 }
         return channel
     }
 
@@ -90,14 +97,20 @@ struct ChannelTable<Consumer> {
         case reopenPublishChannel
         /// The admin channel reopens on its next use.
         case adminChannelClosed
-        /// A consumer's channel: the consumer ends with the error.
+        /// A consumer's channel, for good (its queue is gone or refused, or it keeps closing): the
+        /// consumer ends with the error.
         case consumerFailed(Consumer)
+        /// A consumer's channel, for a reason of the channel's own (an ack the broker refused, a
+        /// consumer timeout): start consumer `id` again on a new channel (``nextFreeChannel()``).
+        case restartConsumer(Consumer, id: UInt64)
         /// A channel with nothing on it any more (a cancelled consumer's).
         case nothing
     }
 
-    /// The broker closed `channel`.
-    mutating func brokerClosed(channel: UInt16) -> ChannelClosing {
+    /// The broker closed `channel` with `replyCode` (AMQP: 403 access refused, 404 not found and 405
+    /// resource locked concern the queue itself; others, such as 406 precondition failed for an
+    /// unknown delivery tag or a consumer timeout, concern the channel).
+    mutating func brokerClosed(channel: UInt16, replyCode: Int = 0) -> ChannelClosing {
         switch channel {
         case Self.publishChannel:
             return .reopenPublishChannel
@@ -105,9 +118,23 @@ struct ChannelTable<Consumer> {
             adminChannelOpen = false
             return .adminChannelClosed
         default:
-            guard let consumer = brokerCancelled(channel: channel) else { return .nothing }
-            return .consumerFailed(consumer)
+            guard let id = idByChannel.removeValue(forKey: channel), let entry = entries[id] else { return .nothing }
+            brokerClosedChannels.insert(channel)
+            let restarted = restarts[id, default: 0]
+            if [403, 404, 405].contains(replyCode) || restarted >= Self.maximumRestarts {
+                entries[id] = nil
+                return .consumerFailed(entry.consumer)
+            }
+            restarts[id] = restarted + 1
+            entries[id]!.channel = nil
+            entries[id]!.tag = nil
+            return .restartConsumer(entry.consumer, id: id)
         }
+    }
+
+    /// Whether the broker closed consumer channel `channel` in this session (nothing may be sent on it).
+    func isClosedByBroker(_ channel: UInt16) -> Bool {
+        brokerClosedChannels.contains(channel)
     }
 
     /// The admin channel was opened.
@@ -119,6 +146,8 @@ struct ChannelTable<Consumer> {
     mutating func connectionLost() {
         idByChannel.removeAll()
         cancelledChannels.removeAll()
+        brokerClosedChannels.removeAll()
+        restarts.removeAll()
         adminChannelOpen = false
         for id in entries.keys {
             entries[id]!.channel = nil

@@ -5,14 +5,14 @@
 /// publish that matched no queue first comes back as `basic.return`; ``markReturned(sequence:error:)``
 /// records that so the following ack resolves it as a failure rather than a success.
 struct ConfirmTracker<Pending> {
-    private struct Entry {
+    fileprivate struct Entry {
         var pending: Pending
         var failure: AMQPError?
     }
 
     /// Slot i holds sequence number `firstSequence + i`; settled slots are nil until the front advances.
-    private var slots: [Entry?] = []
-    private var head = 0
+    fileprivate var slots: [Entry?] = []
+    fileprivate var head = 0
     private var firstSequence: UInt64 = 1
     private(set) var count = 0
 
@@ -80,7 +80,7 @@ struct ConfirmTracker<Pending> {
         return head + Int(offset)
     }
 
-    private mutating func compact() {
+    fileprivate mutating func compact() {
         while head < slots.count, slots[head] == nil {
             head += 1
             firstSequence += 1
@@ -89,5 +89,32 @@ struct ConfirmTracker<Pending> {
             slots.removeFirst(head)
             head = 0
         }
+    }
+}
+
+/// Something with a deadline (a publish that must be confirmed by then).
+protocol Expiring {
+    var deadline: ContinuousClock.Instant { get }
+}
+
+extension ConfirmTracker where Pending: Expiring {
+    /// Removes the unconfirmed publishes whose deadline has passed (they count as unconfirmed: the
+    /// caller fails them); a confirm arriving later for one is ignored. Publishes are registered in
+    /// the order of their deadlines (one timeout from when they were queued), so this looks only at
+    /// the oldest ones.
+    mutating func expire(now: ContinuousClock.Instant) -> [Pending] {
+        var expired: [Pending] = []
+        var index = head
+        while index < slots.count {
+            if let entry = slots[index] {
+                guard entry.pending.deadline <= now else { break }
+                expired.append(entry.pending)
+                slots[index] = nil
+                count -= 1
+            }
+            index += 1
+        }
+        if !expired.isEmpty { compact() }
+        return expired
     }
 }

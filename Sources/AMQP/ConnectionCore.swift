@@ -17,6 +17,8 @@ final class ConnectionCore: Sendable {
         var sleeping = false
         var connected = false
         var lastError: AMQPError?
+        /// The broker's reason while it blocks this connection (`connection.blocked`).
+        var blocked: String?
         var nextConsumerID: UInt64 = 1
         var exitWaiters: [CheckedContinuation<Void, Never>] = []
     }
@@ -47,6 +49,7 @@ final class ConnectionCore: Sendable {
     var isClosed: Bool { state.withLock { $0.phase == .closed } }
     var isConnected: Bool { state.withLock { $0.connected } }
     var lastError: AMQPError? { state.withLock { $0.lastError } }
+    var blockedReason: String? { state.withLock { $0.blocked } }
 
     func nextConsumerID() -> UInt64 {
         state.withLock { state in
@@ -94,7 +97,21 @@ final class ConnectionCore: Sendable {
     /// longer be settled: the broker requeued them when their session ended.
     let liveGeneration = Atomic<UInt64>(0)
 
+    /// Consumer channels of the live session that the broker closed: their deliveries went back to
+    /// the queue and can no longer be settled (the channel is not reused within the session).
+    private let deadChannels = Mutex<Set<UInt16>>([])
+
+    /// Whether a delivery of session `generation` on `channel` can still be settled.
+    func isSettleable(generation: UInt64, channel: UInt16) -> Bool {
+        liveGeneration.load(ordering: .acquiring) == generation && !deadChannels.withLock { $0.contains(channel) }
+    }
+
+    func channelDied(_ channel: UInt16) {
+        deadChannels.withLock { _ = $0.insert(channel) }
+    }
+
     func setConnected(generation: UInt64) {
+        deadChannels.withLock { $0.removeAll() }
         state.withLock { $0.connected = true }
         liveGeneration.store(generation, ordering: .releasing)
     }
@@ -104,6 +121,16 @@ final class ConnectionCore: Sendable {
         state.withLock {
             $0.connected = false
             $0.lastError = error
+            $0.blocked = nil
+        }
+    }
+
+    /// Records `connection.blocked` (a reason) or `connection.unblocked` (nil); true if it changed.
+    func setBlocked(_ reason: String?) -> Bool {
+        state.withLock { state in
+            guard state.blocked != reason else { return false }
+            state.blocked = reason
+            return true
         }
     }
 
@@ -162,7 +189,8 @@ enum Settlement: Sendable {
 }
 
 /// A publish waiting to be sent or confirmed; `complete` is called exactly once, on the I/O thread.
-struct PendingPublish: Sendable {
+/// `deadline` bounds both: not sent or not confirmed by then, it fails (``AMQPError/Code/timeout``).
+struct PendingPublish: Sendable, Expiring {
     let message: AMQPOutboundMessage
     let deadline: ContinuousClock.Instant
     let complete: @Sendable (Result<Void, AMQPError>) -> Void

@@ -9,6 +9,7 @@ final class ConnectionWorker: @unchecked Sendable {
     private let configuration: AMQPConfiguration
     private let topology: AMQPTopology
     private let logger: Logger
+    private let onBlocked: @Sendable (String?) -> Void
 
     /// Channel 1 publishes in confirm mode; channel 2 runs admin calls; consumers get 3 and up
     /// (``ChannelTable``).
@@ -43,11 +44,15 @@ final class ConnectionWorker: @unchecked Sendable {
         var body: [UInt8] = []
     }
 
-    init(core: ConnectionCore, configuration: AMQPConfiguration, topology: AMQPTopology, logger: Logger) {
+    init(
+        core: ConnectionCore, configuration: AMQPConfiguration, topology: AMQPTopology, logger: Logger,
+        onBlocked: @escaping @Sendable (String?) -> Void = { _ in }
+    ) {
         self.core = core
         self.configuration = configuration
         self.topology = topology
         self.logger = logger
+        self.onBlocked = onBlocked
     }
 
     // MARK: Main loop
@@ -95,12 +100,15 @@ final class ConnectionWorker: @unchecked Sendable {
             }
             try sendBacklog()
             expireBacklog()
+            expireConfirms()
             try readFrames(mayWait: true)
         }
     }
 
     private func disconnect(because error: AMQPError) {
+        let wasBlocked = core.blockedReason != nil
         core.setDisconnected(error)
+        if wasBlocked { onBlocked(nil) }
         if let session {
             logger.warning("broker connection lost; reconnecting", metadata: ["amqp.error": "\(error.message)"])
             if error.code == .channelClosed || error.code == .protocolError { session.close() }
@@ -153,6 +161,12 @@ final class ConnectionWorker: @unchecked Sendable {
             case .settle(let settlement, let generation, let channel, let tag, let multiple):
                 guard let session, generation == self.generation else {
                     logger.debug("ignoring settlement of a delivery from an earlier connection", metadata: ["amqp.delivery_tag": "\(tag)"])
+                    continue
+                }
+                guard !channels.isClosedByBroker(channel) else {
+                    // Its channel is gone and its deliveries back in the queue: acking there would be
+                    // a channel error that closes the whole connection.
+                    logger.debug("ignoring settlement on a channel the broker closed", metadata: ["amqp.channel": "\(channel)"])
                     continue
                 }
                 switch settlement {
@@ -219,8 +233,10 @@ final class ConnectionWorker: @unchecked Sendable {
 
     // MARK: Publishing
 
+    /// Sends waiting publishes, unless the broker blocks this connection: then they wait (and fail at
+    /// their deadline), since the broker would not read them anyway.
     private func sendBacklog() throws(AMQPError) {
-        guard let session else { return }
+        guard let session, core.blockedReason == nil else { return }
         while backlogHead < backlog.count, confirms.count < configuration.maxUnconfirmedPublishes {
             let pending = backlog[backlogHead]
             backlogHead += 1
@@ -242,10 +258,23 @@ final class ConnectionWorker: @unchecked Sendable {
         guard backlogHead < backlog.count else { return }
         let now = ContinuousClock.now
         while backlogHead < backlog.count, backlog[backlogHead].deadline <= now {
-            let reason = core.lastError.map { ": \($0.message)" } ?? " (too many unconfirmed publishes)"
+            let reason =
+                core.blockedReason.map { ": the broker blocks publishing (\($0))" } ?? core.lastError.map { ": \($0.message)" }
+                ?? " (too many unconfirmed publishes)"
             backlog[backlogHead].complete(.failure(AMQPError(.timeout, "not sent within \(configuration.publishTimeout)\(reason)")))
             backlogHead += 1
         }
+    }
+
+    /// Fails publishes the broker has not confirmed by their deadline: they count as unconfirmed
+    /// (they may or may not be stored), so their callers take the republish path.
+    private func expireConfirms() {
+        let expired = confirms.expire(now: ContinuousClock.now)
+        guard !expired.isEmpty else { return }
+        let reason = core.blockedReason.map { " while the broker blocks publishing (\($0))" } ?? ""
+        logger.warning("publishes not confirmed in time", metadata: ["amqp.unconfirmed": "\(expired.count)", "amqp.reason": "\(reason)"])
+        let error = AMQPError(.timeout, "not confirmed within \(configuration.publishTimeout)\(reason); it may or may not have been stored")
+        for pending in expired { pending.complete(.failure(error)) }
     }
 
     // MARK: Reading
@@ -300,9 +329,15 @@ final class ConnectionWorker: @unchecked Sendable {
         case .connectionClose(let replyCode, let replyText):
             throw AMQPError(.connectionClosed, "the broker closed the connection: \(replyCode) \(replyText)", replyCode: replyCode)
         case .connectionBlocked(let reason):
-            logger.warning("the broker blocked publishing", metadata: ["amqp.reason": "\(reason)"])
+            if core.setBlocked(reason) {
+                logger.warning("the broker blocks publishing on this connection", metadata: ["amqp.reason": "\(reason)"])
+                onBlocked(reason)
+            }
         case .connectionUnblocked:
-            logger.info("the broker unblocked publishing")
+            if core.setBlocked(nil) {
+                logger.info("the broker unblocked publishing")
+                onBlocked(nil)
+            }
         case .otherMethod, .heartbeat:
             break
         }
@@ -341,7 +376,7 @@ final class ConnectionWorker: @unchecked Sendable {
     private func channelClosed(_ channel: UInt16, replyCode: Int, replyText: String, session: RabbitSession) throws(AMQPError) {
         let error = AMQPError(.channelClosed, "the broker closed channel \(channel): \(replyCode) \(replyText)", replyCode: replyCode)
         inbound[channel] = nil
-        switch channels.brokerClosed(channel: channel) {
+        switch channels.brokerClosed(channel: channel, replyCode: replyCode) {
         case .reopenPublishChannel:
             // Publishes after the failing one were discarded by the broker: report them all.
             logger.error("the broker closed the publish channel", metadata: ["amqp.error": "\(error.message)"])
@@ -353,8 +388,17 @@ final class ConnectionWorker: @unchecked Sendable {
         case .adminChannelClosed, .nothing:
             break
         case .consumerFailed(let spec):
+            core.channelDied(channel)
             logger.error("the broker closed a consumer's channel", metadata: ["amqp.queue": "\(spec.queue)", "amqp.error": "\(error.message)"])
             spec.continuation.finish(throwing: error)
+        case .restartConsumer(let spec, let id):
+            // E.g. an ack the broker refused (unknown delivery tag, consumer timeout): its deliveries
+            // went back to the queue; the consumer goes on, on a new channel of this connection.
+            core.channelDied(channel)
+            logger.warning(
+                "the broker closed a consumer's channel; consuming again on a new channel",
+                metadata: ["amqp.queue": "\(spec.queue)", "amqp.error": "\(error.message)"])
+            try start(spec, id: id, on: session)
         }
     }
 

@@ -65,9 +65,12 @@ final class RabbitSession {
         amqp_set_rpc_timeout(state, &rpcTimeout)
 
         let arena = CArena()
+        // `connection.blocked`: without the capability the broker blocks this connection under an
+        // alarm without saying so. rabbitmq-c merges these with its own capabilities.
         var properties = arena.table([
             "connection_name": .string(configuration.connectionName),
             "product": "push",
+            "capabilities": .table(["connection.blocked": .bool(true), "consumer_cancel_notify": .bool(true)]),
         ])
         let heartbeatSeconds = Int32(configuration.heartbeat.components.seconds)
         let reply = push_amqp_login_plain(

@@ -9,6 +9,11 @@ public enum PushMetrics {
 
     private static let isBootstrapped = Mutex(false)
 
+    /// What `GET /metrics` serves now (Prometheus text format).
+    public static func exposition() -> String {
+        String(decoding: registry.emitToBuffer(), as: UTF8.self)
+    }
+
     /// Routes swift-metrics (`Counter`, `Gauge`, `Timer`, …) into ``registry`` through
     /// `PrometheusMetricsFactory`, once per process.
     ///

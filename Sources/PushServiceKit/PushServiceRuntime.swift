@@ -1,6 +1,7 @@
 public import AMQP
 import Foundation
 public import Logging
+import Metrics
 public import PushCore
 public import Redis
 public import ServiceLifecycle
@@ -28,7 +29,13 @@ public struct PushServiceRuntime: Sendable {
         self.queues = queues
         let host = ProcessInfo.processInfo.hostName
         let amqpConfiguration = try AMQPConfiguration(url: configuration.amqpURL.absoluteString, connectionName: "\(name)@\(host)")
-        self.amqp = AMQPConnection(configuration: amqpConfiguration, topology: .push(queues), logger: logger)
+        // Publishes on a connection of their own: under a memory or disk alarm the broker stops
+        // reading a publishing connection, and the consumers' acks, which free the memory, must get through.
+        let blocked = Gauge(label: "push_amqp_publishing_blocked")
+        blocked.record(0)
+        self.amqp = AMQPConnection(
+            configuration: amqpConfiguration, topology: .push(queues), logger: logger, publishing: .separate,
+            onBlocked: { reason in blocked.record(reason == nil ? 0 : 1) })
         let redisConfiguration = try RedisConfiguration(url: configuration.redisURL.absoluteString)
         self.redis = RedisClient(configuration: redisConfiguration, logger: logger)
     }
@@ -57,14 +64,17 @@ public struct PushServiceRuntime: Sendable {
         }
     }
 
-    /// `/readyz` is ready when the broker connection is up with its topology declared and every
-    /// Redis connection is up; otherwise it names what is missing and the last error.
+    /// `/readyz` is ready when the broker connections are up with the topology declared, the broker
+    /// does not block publishing (`connection.blocked`: a memory or disk alarm; also the metric
+    /// `push_amqp_publishing_blocked`), and every Redis connection is up; otherwise it names what is
+    /// missing and the last error.
     public var readinessChecks: [ReadinessCheck] {
         let amqp = self.amqp
         let redis = self.redis
         return [
             ReadinessCheck("amqp") {
-                amqp.isConnected ? .ready : .notReady(amqp.lastError?.message ?? "connecting to \(amqp.configuration.endpointDescription)")
+                if let reason = amqp.blockedReason { return .notReady("the broker blocks publishing (\(reason))") }
+                return amqp.isConnected ? .ready : .notReady(amqp.lastError?.message ?? "connecting to \(amqp.configuration.endpointDescription)")
             },
             ReadinessCheck("redis") {
                 redis.isConnected ? .ready : .notReady("not connected to \(redis.configuration.endpoint)")

@@ -86,6 +86,26 @@ import Testing
         #expect(tracker.nextSequence == 5)
     }
 
+    @Test func publishesNotConfirmedByTheirDeadlineExpireAndALateConfirmIsIgnored() {
+        struct Timed: Expiring, Equatable {
+            let name: String
+            let deadline: ContinuousClock.Instant
+        }
+        let start = ContinuousClock.now
+        var tracker = ConfirmTracker<Timed>()
+        for (index, name) in ["a", "b", "c", "d"].enumerated() {
+            _ = tracker.register(Timed(name: name, deadline: start + .seconds(index + 1)))
+        }
+        #expect(tracker.expire(now: start).isEmpty)
+        #expect(tracker.settle(tag: 2, multiple: false, nack: false).map(\.0.name) == ["b"])
+        #expect(tracker.expire(now: start + .seconds(3)).map(\.name) == ["a", "c"])
+        #expect(tracker.count == 1)
+        #expect(tracker.settle(tag: 3, multiple: true, nack: false).isEmpty, "the expired ones' confirms are ignored")
+        #expect(tracker.settle(tag: 4, multiple: false, nack: false).map(\.0.name) == ["d"])
+        #expect(tracker.isEmpty)
+        #expect(tracker.nextSequence == 5)
+    }
+
     @Test func nackFailsEveryCoveredPublish() {
         var tracker = ConfirmTracker<Int>()
         for value in 1...3 { _ = tracker.register(value) }

@@ -80,14 +80,61 @@ struct ChannelTableTests {
             return
         }
         #expect(!table.adminChannelOpen)
-        guard case .consumerFailed("a") = table.brokerClosed(channel: 3) else {
-            Issue.record("a consumer's channel ends the consumer")
+        guard case .consumerFailed("a") = table.brokerClosed(channel: 3, replyCode: 404) else {
+            Issue.record("a consumer whose queue is gone ends")
             return
         }
         #expect(table.count == 0)
         guard case .nothing = table.brokerClosed(channel: 3) else {
             Issue.record("a channel with nothing on it")
             return
+        }
+    }
+
+    @Test func aConsumerWhoseChannelTheBrokerClosedForItsOwnReasonStartsAgainOnANewChannel() {
+        var table = Table()
+        table.add("a", id: 1)
+        table.add("b", id: 2)
+        table.started(id: 1, channel: 3, tag: "t1")
+        table.started(id: 2, channel: 4, tag: "t2")
+        // 406: an ack of an unknown delivery tag, or a consumer timeout.
+        guard case .restartConsumer("a", id: 1) = table.brokerClosed(channel: 3, replyCode: 406) else {
+            Issue.record("the consumer starts again")
+            return
+        }
+        #expect(table.isClosedByBroker(3))
+        #expect(table.consumer(onChannel: 3) == nil, "late deliveries on the closed channel go back")
+        #expect(table.nextFreeChannel() == 5, "the closed channel is not reused in this session")
+        table.started(id: 1, channel: 5, tag: "t1b")
+        #expect(table.consumer(onChannel: 5) == "a")
+        #expect(table.count == 2)
+        // One that keeps closing ends after the bound, rather than looping.
+        var channel: UInt16 = 5
+        for _ in 1..<Table.maximumRestarts {
+            guard case .restartConsumer = table.brokerClosed(channel: channel, replyCode: 406) else {
+                Issue.record("restarts up to the bound")
+                return
+            }
+            channel = table.nextFreeChannel()
+            table.started(id: 1, channel: channel, tag: "t")
+        }
+        guard case .consumerFailed("a") = table.brokerClosed(channel: channel, replyCode: 406) else {
+            Issue.record("the consumer ends once its restarts are used up")
+            return
+        }
+        // A new session starts with every channel and restart count fresh.
+        table.connectionLost()
+        #expect(!table.isClosedByBroker(3))
+        #expect(table.nextFreeChannel() == 3)
+        #expect(table.consumersToStart.map(\.consumer) == ["b"])
+        for code in [403, 405] {
+            table.started(id: 2, channel: 3, tag: "t2")
+            guard case .consumerFailed("b") = table.brokerClosed(channel: 3, replyCode: code) else {
+                Issue.record("\(code) ends the consumer")
+                return
+            }
+            table.add("b", id: 2)
+            table.connectionLost()
         }
     }
 
