@@ -283,6 +283,10 @@ public struct SendBatchProcessor: Sendable {
     ///
     /// One task per batch takes window places a chunk at a time and hands each notification to the
     /// client with a completion callback: no task or continuation per notification.
+    ///
+    /// A redelivered batch may have another copy still sending (a push-send whose broker connection
+    /// dropped, answering after APNs' round trip): it reads the marks again right before each chunk
+    /// and skips what was accepted since it started.
     private func sendAll(
         _ decoded: DecodedSendBatch, delivery: AMQPDelivery, indices: [Int], client: any NotificationSending, markKey: String,
         collapseID: String?, atMostOnce: Bool
@@ -292,7 +296,9 @@ public struct SendBatchProcessor: Sendable {
         let metrics = self.metrics
         let marker = self.marker
         let window = self.window
+        let ledger = self.ledger
         let batch = decoded.batch
+        let rereadMarks = Self.isRedelivery(delivery) && !atMostOnce
         metrics.inFlight(indices.count)
         // Unstructured on purpose: requests the batch stops waiting for (shutdown) still finish,
         // bounded by the client, and what APNs accepts after that is still marked.
@@ -313,12 +319,25 @@ public struct SendBatchProcessor: Sendable {
                     }
                     return
                 }
+                // Accepted since the batch started (by another copy of it): skipped, not sent again.
+                var accepted = Set<Int>()
+                if rereadMarks, let marks = try? await ledger.marks(key: markKey) {
+                    for position in chunk where marks.isAccepted(slot: batch.slot(at: indices[position])) { accepted.insert(position) }
+                    if !accepted.isEmpty {
+                        metrics.duplicatesSkipped.increment(by: Int64(accepted.count))
+                        for position in accepted {
+                            window.release(holding: nil)
+                            metrics.inFlight(-1)
+                            collector.record(position, .alreadyDelivered)
+                        }
+                    }
+                }
                 if atMostOnce {
                     var last: UInt64 = 0
                     for position in chunk { last = marker.mark(key: markKey, bit: DeliveryMarks.claimedBit(slot: batch.slot(at: indices[position]))) }
                     await marker.waitUntilWritten(through: last)
                 }
-                for position in chunk {
+                for position in chunk where !accepted.contains(position) {
                     let slot = batch.slot(at: indices[position])
                     let started = ContinuousClock.now
                     client.send(decoded.notification(token: batch.tokens[indices[position]], collapseID: collapseID), timeout: timeout) { result in
@@ -350,6 +369,11 @@ public struct SendBatchProcessor: Sendable {
             }
         }
         return await collector.wait()
+    }
+
+    /// Whether the broker delivered this batch before: the AMQP flag, or quorum queues' count.
+    static func isRedelivery(_ delivery: AMQPDelivery) -> Bool {
+        delivery.redelivered || (delivery.properties.headers["x-delivery-count"]?.intValue ?? 0) > 0
     }
 
     /// What a send's result means for the token; at most once turns "maybe accepted" into `Unknown`.

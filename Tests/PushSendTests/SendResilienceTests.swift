@@ -2,6 +2,7 @@ import AMQP
 import Foundation
 import PushCore
 import PushSend
+import Redis
 import TestSupport
 import Testing
 
@@ -80,6 +81,45 @@ struct SendResilienceTests {
             print("broker closed push-send's connection at 150 ms latency: \(duplicates) duplicates of \(Self.tokenCount)")
             #expect(duplicates <= Self.tokenCount / 1000, "duplicates: \(duplicates) (at most 0.1% where no process died)")
             #expect(try await fixture.messages(in: fixture.names.dead) == 0)
+        }
+    }
+
+    /// Another copy of a redelivered batch may still be sending (a push-send whose broker connection
+    /// dropped, answering after APNs' round trip): the marks it writes while this copy sends are read
+    /// before each chunk, so what it got accepted is not sent again.
+    @Test func aRedeliveredBatchSkipsWhatAnotherCopyGotAcceptedWhileItSends() async throws {
+        try await withSendService("reread", send: SendConfiguration(prefetch: 1, maxInFlight: 20, minInFlight: 20, drainTimeout: .seconds(5))) {
+            fixture in
+            try await fixture.setFault(#"{"delay_ms": 100}"#)
+            let tokens = SendServiceFixture.tokens(300)
+            let batch = fixture.batch(tokens)
+            try await fixture.publish(batch)
+            // Delivered once and returned: the copy push-send gets is a redelivery.
+            try await withAMQPConnection(name: "push-send-tests-redeliver") { connection in
+                let taken = try #require(
+                    try await connection.receive(from: fixture.names.send.name, count: 1, timeout: .seconds(10), ack: false).first)
+                taken.nack(requeue: true)
+                try await Task.sleep(for: .milliseconds(200))
+            }
+            let markKey = "push:{\(fixture.app)}:marks:\(batch.effectiveMarkSet)"
+            try await fixture.run { _ in
+                // 20 in flight, 100 ms each: 300 tokens take 1.5 s. The other copy's marks for the last
+                // 100 arrive while the first ones are on the wire.
+                try await eventually("sending started") { try await fixture.acceptedCount() > 0 }
+                let marks = (200..<300).map { RedisCommand(["SETBIT", markKey, String(DeliveryMarks.acceptedBit(slot: $0)), "1"]) }
+                _ = try await fixture.redis.pipeline(marks)
+                try await eventually("the batch is done") {
+                    let left = try await fixture.messages(in: fixture.names.send.name)
+                    let accepted = try await fixture.acceptedCount()
+                    return left == 0 && accepted >= 200
+                }
+                try await Task.sleep(for: .milliseconds(500))
+            }
+            let delivered = try await fixture.deliveriesByToken()
+            #expect(delivered.count == 200, "sent: \(delivered.count) of 300")
+            let skipped = Set(tokens.suffix(100))
+            #expect(delivered.keys.filter { skipped.contains($0) }.count == 0, "the other copy's tokens were skipped")
+            #expect(delivered.values.allSatisfy { $0 == 1 })
         }
     }
 

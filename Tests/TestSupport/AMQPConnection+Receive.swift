@@ -1,9 +1,9 @@
 import AMQP
 
 extension AMQPConnection {
-    /// Takes `count` messages off `queue` (acking each), or throws once `timeout` passes first.
-    /// The consumer is cancelled either way.
-    public func receive(from queue: String, count: Int, timeout: Duration) async throws -> [AMQPDelivery] {
+    /// Takes `count` messages off `queue` (acking each unless `ack` is false), or throws once
+    /// `timeout` passes first. The consumer is cancelled either way.
+    public func receive(from queue: String, count: Int, timeout: Duration, ack: Bool = true) async throws -> [AMQPDelivery] {
         guard count > 0 else { return [] }
         let consumer = consume(queue: queue, prefetch: UInt16(min(count, 1000)))
         defer { consumer.cancel() }
@@ -11,7 +11,7 @@ extension AMQPConnection {
             group.addTask {
                 var deliveries: [AMQPDelivery] = []
                 for try await delivery in consumer {
-                    delivery.ack()
+                    if ack { delivery.ack() }
                     deliveries.append(delivery)
                     if deliveries.count == count { break }
                 }
