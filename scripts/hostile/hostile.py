@@ -20,10 +20,11 @@ and sends the same classes of input to push-ingest's HTTP API and legacy forms, 
   and a good feedback event removes its token.
 
 Phases: A, the bodies, properties and headers of every queue with Redis up (headers are read but a
-valid message is processed); B, Redis stopped, so the consumers of push.requests,
-push.registrations and push.feedback take their retry path and read `x-push-retries` (negative,
-huge, wrong type → push.dead at once; 0 → one pass through the 5 s retry tier, then processed once
-Redis is back); H, the HTTP cases; C, the good path. `--known-bugs` adds phase K before C: the
+valid message is processed); B, Redis a read-only replica (every write answers READONLY, which the
+services take for Redis being unavailable), so the consumers of push.requests, push.registrations
+and push.feedback take their retry path and read `x-push-retries` (negative, huge, wrong type →
+push.dead at once; 0 → one pass through the 5 s retry tier, then processed once Redis takes writes
+again); H, the HTTP cases; C, the good path. `--known-bugs` adds phase K before C: the
 cases that still kill a service (KNOWN_BUGS names the fix each waits for), left out by default so the
 rest of the catalogue keeps running.
 
@@ -497,7 +498,7 @@ def known_bug_cases():
 
 
 def retry_header_cases(q, prefix, body_for):
-    """Phase B: Redis stopped, so the consumer asks for a retry and reads x-push-retries."""
+    """Phase B: Redis refuses writes, so the consumer asks for a retry and reads x-push-retries."""
     h = "x-push-retries"
     dead_values = [
         ("neg", -1, "-1"), ("int64min", -2 ** 63, "-2^63"), ("int64max", 2 ** 63 - 1, "2^63-1"), ("ten", 10, "10 (the maximum used up)"),
@@ -510,13 +511,13 @@ def retry_header_cases(q, prefix, body_for):
     cases = []
     for name, value, what in dead_values:
         cid = f"{prefix}-retry-{name}"
-        cases.append(Case(cid, q, f"Redis down, {h} {what}", "dead", "retries", body_for(cid), props={"headers": {h: value}}, phase="B",
+        cases.append(Case(cid, q, f"Redis read-only, {h} {what}", "dead", "retries", body_for(cid), props={"headers": {h: value}}, phase="B",
                           note="DeliverySettler: \"… after N retries\" (N < 0 or ≥ 10) or \"x-push-retries is not a retry count\""))
     for name, value, what in (("zero", 0, "0"), ("zero-int8", f_kind(b"b", ">b", 0, "int8 0"), "int8 0"),
                               ("zero-timestamp", f_kind(b"T", ">Q", 0, "timestamp 0"), "timestamp 0"), ("absent", None, "absent")):
         cid = f"{prefix}-retry-{name}"
         headers = {} if name == "absent" else {h: value}
-        cases.append(Case(cid, q, f"Redis down, {h} {what}: retried once", "ok", None, body_for(cid), props={"headers": headers},
+        cases.append(Case(cid, q, f"Redis read-only, {h} {what}: retried once", "ok", None, body_for(cid), props={"headers": headers},
                           phase="B", note="a valid count: one pass through the 5 s tier, processed once Redis is back"))
     return cases
 
@@ -793,8 +794,17 @@ def feedback_cases():
         ok(cid, what, jbody(ev(cid)), props=props, note="the content type is not consulted")
     for cid, headers, what in header_variants("fb-hdr"):
         ok(cid, what, jbody(ev(cid)), props={"headers": headers}, note="x-push-retries is read only on the retry path (phase B)")
-    cases += retry_header_cases(q, "fb", lambda cid: jbody(ev(cid)))
-    return cases
+    # Phase B: only a removal writes to Redis (an unknown token is just not found), so each of these
+    # tokens is registered in phase A and reported dead with a later time.
+    later = now_ms() + 600_000
+    retry = retry_header_cases(q, "fb", lambda cid: jbody(ev(cid, timestamp=later, reported_at=later)))
+    for c in retry:
+        cases.append(Case(f"setup-{c.id}", "push.registrations", f"registers the token of {c.id} (phase B)", "ok", None,
+                          jbody({"app": APP, "token": tok(c.id)})))
+        if c.expect == "ok":
+            c.verify = lambda run, t=tok(c.id): run.registered_check(t, False)
+            c.note += "; its token is then removed"
+    return cases + retry
 
 
 def phase_b_request_cases():
@@ -1502,36 +1512,40 @@ def main():
 
 
 def run_phase_b(stack, run, b):
-    """Redis stopped: the invalid counts first, until each is dead-lettered (a consumer takes up to
-    the Redis command timeout to give up on Redis); then the valid ones, and Redis is started as
-    soon as they are all in the 5 s retry tier, so they come back to a working Redis."""
+    """The consumers of push.requests, push.registrations and push.feedback meet a Redis they take
+    for unavailable, so they ask for a retry and read x-push-retries: the invalid counts must be
+    dead-lettered at once, the valid ones go to the 5 s retry tier and are processed when they come
+    back to a working Redis.
+
+    Redis is made a read-only replica (`REPLICAOF 127.0.0.1 38899`, where nothing listens: it keeps
+    its data and serves reads): every write, a deletion or a script included, answers READONLY,
+    which the services take for Redis being unavailable, at once and without a reconnect. Once the
+    valid ones are in their tier, `REPLICAOF NO ONE` makes it writable again, seconds before they
+    come back."""
     invalid = [c for c in b if c.expect == "dead"]
     valid = [c for c in b if c.expect != "dead"]
     dead_before = run.counts().get("push.dead") or 0
-    stack.script("redis", "stop")
-    t = time.time()
-    try:
-        run.publish(invalid)
-        deadline = time.time() + 30
-        c = {}
+    tiers = ("push.requests.retry.5s", "push.registrations.retry.5s", "push.feedback.retry.5s")
+
+    def wait_for(label, done, limit):
+        t, c = time.time(), {}
+        deadline = t + limit
         while time.time() < deadline:
             c = run.counts()
-            if (c.get("push.dead") or 0) - dead_before >= len(invalid):
-                break
-            time.sleep(0.2)
-        log(f"phase B: {(c.get('push.dead') or 0) - dead_before} of {len(invalid)} invalid retry counts dead-lettered "
-            f"in {time.time() - t:.1f}s (Redis down)")
-        t = time.time()
-        run.publish(valid)
-        deadline = time.time() + 4
-        while time.time() < deadline:
-            c = run.counts()
-            if sum(c.get(f"{q}.retry.5s") or 0 for q in ("push.requests", "push.registrations", "push.feedback")) >= len(valid):
+            if done(c):
                 break
             time.sleep(0.05)
-        log(f"phase B: valid retry counts in the 5 s tier after {time.time() - t:.1f}s; starting Redis")
+        log(f"phase B: {label} after {time.time() - t:.1f}s")
+
+    stack.redis("REPLICAOF", "127.0.0.1", str(BASE_PORT + 99))
+    try:
+        run.publish(invalid)
+        wait_for(f"{len(invalid)} invalid retry counts dead-lettered (Redis read-only)",
+                 lambda c: (c.get("push.dead") or 0) - dead_before >= len(invalid), 30)
+        run.publish(valid)
+        wait_for(f"{len(valid)} valid ones in the 5 s tier; Redis writable again", lambda c: sum(c.get(q) or 0 for q in tiers) >= len(valid), 4)
     finally:
-        stack.script("redis", "start")
+        stack.redis("REPLICAOF", "NO", "ONE")
     run.wait_quiet("phase B", 40)
 
 
@@ -1539,6 +1553,8 @@ def execute(stack, run):
     cases = run.cases
     t0 = time.time()
     stack.start_servers()
+    for f in stack.out.glob("*.log"):   # this run's logs only
+        f.unlink()
     stack.wait_ports_free([p for k, p in stack.port.items() if k not in ("amqp", "redis")])
     stack.start_sandbox()
     for s in SERVICES:
@@ -1555,7 +1571,7 @@ def execute(stack, run):
     log(f"phase A: {len(a)} messages published in {time.time() - t:.1f}s")
     run.wait_quiet("phase A", 60)
 
-    # Phase B: Redis down, the retry path reads x-push-retries.
+    # Phase B: Redis read-only, the retry path reads x-push-retries.
     b = [c for c in cases if c.phase == "B"]
     if b:
         run_phase_b(stack, run, b)
