@@ -35,22 +35,28 @@ extension DeviceRegistration {
 
     /// Parses a request or message body into a JSON object, without interpreting its fields.
     ///
+    /// Strict, like every JSON reader of this package (``JSONValue/parse(_:maximumDepth:)``): UTF-8
+    /// only (no byte order mark, no UTF-16), no repeated key (two `token`s in one message would leave
+    /// it to the reader which one counts), at most 64 levels. Numbers keep their value as far as it
+    /// goes (an `Int64`, else a `Double`, `inf` past its range), so a field check names the field of
+    /// a number like `1e400` instead of calling the body malformed.
+    ///
     /// - Throws: ``RegistrationError/Code/invalidJSON`` with field `body` when the bytes are not JSON
     ///   or the top level is not an object.
     public static func decode(body: [UInt8]) throws(RegistrationError) -> [String: Any] {
         // Every registration goes through here: read the common shape quickly, and leave anything
-        // else (errors included) to JSONSerialization, whose verdict stays the rule.
+        // else (numbers, errors) to the strict parser.
         if let object = JSONObjectReader.object(body) {
             return object
         }
-        let value: Any
+        let value: JSONValue
         do {
-            value = try JSONSerialization.jsonObject(with: Data(body), options: [])
+            value = try JSONValue.parse(body)
         } catch {
-            throw RegistrationError(.invalidJSON, field: "body", "is not valid JSON")
+            throw RegistrationError(.invalidJSON, field: "body", "is not valid JSON (\(error))")
         }
-        guard let object = value as? [String: Any] else {
-            throw RegistrationError(.invalidJSON, field: "body", "must be a JSON object, got \(JSONKind.of(value))")
+        guard case .object = value, let object = value.foundationValue as? [String: Any] else {
+            throw RegistrationError(.invalidJSON, field: "body", "must be a JSON object, got \(value.kindDescription)")
         }
         return object
     }
@@ -266,5 +272,21 @@ extension DeviceRegistration {
             return Double(whole) == number.doubleValue ? whole : nil
         }
         return nil
+    }
+}
+
+extension JSONValue {
+    /// The value in the shape the registration checks read (`String`, `Bool`, `NSNull`, `[Any]`,
+    /// `[String: Any]`); a number is an `Int64` when it is a whole number that fits, else a `Double`
+    /// (`inf` for one past `Double`'s range).
+    var foundationValue: Any {
+        switch self {
+        case .null: NSNull()
+        case .bool(let flag): flag
+        case .number(let text): Int64(text).map { $0 as Any } ?? (Double(text) ?? .nan) as Any
+        case .string(let text): text
+        case .array(let values): values.map(\.foundationValue)
+        case .object(let members): Dictionary(members.map { ($0.key, $0.value.foundationValue) }, uniquingKeysWith: { first, _ in first })
+        }
     }
 }

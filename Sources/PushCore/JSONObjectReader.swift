@@ -1,18 +1,18 @@
 import Foundation
 
 /// A small, strict JSON reader for the bodies push-ingest reads on every registration: a top-level
-/// object of strings, booleans, nulls, arrays and objects, into the same `[String: Any]` shape
-/// `JSONSerialization` gives (`String`, `Bool`, `NSNull`, `[Any]`, `[String: Any]`), at a fraction of
-/// its cost.
+/// object of strings, booleans, nulls, arrays and objects, into the `[String: Any]` shape the
+/// registration checks read (`String`, `Bool`, `NSNull`, `[Any]`, `[String: Any]`), at a fraction of
+/// `JSONSerialization`'s cost.
 ///
 /// It only ever answers for input it fully understands and returns nil for everything else — a syntax
 /// error, a number (no registration field is one; with `integers`, anything but a plain integer that
 /// fits an `Int64`), invalid UTF-8, a lone surrogate escape, a repeated
-/// key, nesting deeper than ``maximumDepth`` — so the caller hands such bodies to `JSONSerialization`,
-/// whose verdict (and error message) stays the rule. Fast for the valid common case; exactly the old
-/// behaviour for everything else.
+/// key, nesting deeper than ``maximumDepth`` — so the caller hands such bodies to the full parser
+/// (``JSONValue/parse(_:maximumDepth:)``), whose verdict (and error message) stays the rule. Fast for
+/// the valid common case.
 enum JSONObjectReader {
-    /// Deeper bodies go to `JSONSerialization` (no registration nests more than two levels).
+    /// Deeper bodies go to the full parser (no registration nests more than two levels).
     static let maximumDepth = 16
 
     /// - Parameter integers: also read integers (`-?(0|[1-9][0-9]*)`, fitting an `Int64`) as `Int64`.

@@ -16,12 +16,12 @@ import TokenRegistry
 /// | `ret` | HTTP | meaning |
 /// |---|---|---|
 /// | 0 | 200 | registered |
-/// | 1 | 400, 413, 415 | a bad, missing or oversized parameter or body (`msg` names it) |
+/// | 1 | 400, 408, 413, 415 | a bad, missing or oversized parameter or body, or a body that did not arrive in time (`msg` names it) |
 /// | 2 | 403 | `credential` missing or wrong |
 /// | 3 | 403 | `timestamp` outside the app's window |
 /// | 4 | 404 | `app_name` names no app and there is no default app |
 /// | 5 | 429 (+ `Retry-After`) | rate limited |
-/// | 6 | 503 (500 for a bug) | the registry is unavailable or the request timed out; try again |
+/// | 6 | 503 (500 for a bug) | the registry is unavailable or answering timed out; try again |
 extension HTTPRegistrationEndpoints {
     func register(_ request: Request, context: IngestRequestContext) async -> Response {
         await respond(.register, context: context, legacy: true) { () async throws(IngestError) -> Answer in

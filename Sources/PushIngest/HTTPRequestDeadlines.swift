@@ -15,13 +15,15 @@ struct HTTPRequestDeadlines<Instant: Comparable & Sendable>: Sendable {
         case none
         /// Arm the connection's timer to fire at this instant.
         case schedule(Instant)
-        /// The oldest open request is over its deadline and no answer has started: answer `503
-        /// timeout` and close the connection.
-        case timeOut
+        /// The oldest open request is over its deadline and no answer has started: answer and close
+        /// the connection — `408` when its body had not all arrived (the client's doing), else `503`
+        /// (answering took too long).
+        case timeOut(bodyArrived: Bool)
     }
 
-    /// Deadlines of requests whose head has arrived and whose answer has not ended, oldest first.
-    private var open: [Instant] = []
+    /// Deadlines of requests whose head has arrived and whose answer has not ended, oldest first,
+    /// and whether each one's end (its whole body) has arrived.
+    private var open: [(deadline: Instant, bodyArrived: Bool)] = []
     /// Whether the oldest open request's answer has started (its head is written): it is then left
     /// to finish rather than cut off mid-answer.
     private var answerStarted = false
@@ -31,8 +33,15 @@ struct HTTPRequestDeadlines<Instant: Comparable & Sendable>: Sendable {
     /// A request head arrived; its deadline is `deadline`.
     mutating func requestStarted(deadline: Instant) -> Action {
         guard !timedOut else { return .none }
-        open.append(deadline)
+        open.append((deadline, false))
         return armIfNeeded()
+    }
+
+    /// The end of a request (its whole body) arrived: that of the newest open request, as a request's
+    /// end always comes before the next one's head.
+    mutating func requestEnded() {
+        guard !open.isEmpty else { return }
+        open[open.count - 1].bodyArrived = true
     }
 
     /// The answer to the oldest open request started (its head was written).
@@ -51,7 +60,7 @@ struct HTTPRequestDeadlines<Instant: Comparable & Sendable>: Sendable {
     mutating func timerFired(now: Instant) -> Action {
         timerArmed = false
         guard !timedOut, let oldest = open.first else { return .none }
-        if now < oldest {
+        if now < oldest.deadline {
             // The request the timer was armed for was answered in time; wait for the next one.
             return armIfNeeded()
         }
@@ -60,13 +69,13 @@ struct HTTPRequestDeadlines<Instant: Comparable & Sendable>: Sendable {
             return .none
         }
         timedOut = true
-        return .timeOut
+        return .timeOut(bodyArrived: oldest.bodyArrived)
     }
 
     private mutating func armIfNeeded() -> Action {
         guard !timerArmed, !timedOut, let oldest = open.first else { return .none }
         timerArmed = true
-        return .schedule(oldest)
+        return .schedule(oldest.deadline)
     }
 
     /// Whether the connection timed out; later writes of the late handler are dropped.

@@ -4,8 +4,9 @@ import NIOCore
 import NIOHTTPTypes
 
 /// Bounds every request of a connection by ``IngestConfiguration/requestTimeout``, from the arrival of
-/// its head to the end of its answer: a body that never finishes arriving, or a Redis that answers too
-/// slowly, ends in `503 {"error":"timeout"}` and a closed connection instead of a hang.
+/// its head to the end of its answer: a body that never finishes arriving ends in `408
+/// {"error":"request_timeout"}`, a Redis that answers too slowly in `503 {"error":"timeout"}`, and
+/// either closes the connection instead of hanging.
 ///
 /// Sits in the channel pipeline between the HTTP codec and Hummingbird (see
 /// ``HTTPRequestDeadlines`` for the bookkeeping). On timeout it writes the answer itself, closes the
@@ -36,8 +37,13 @@ final class HTTPRequestTimeoutHandler: ChannelDuplexHandler, RemovableChannelHan
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if case .head = unwrapInboundIn(data) {
+        switch unwrapInboundIn(data) {
+        case .head:
             perform(deadlines.requestStarted(deadline: .now() + timeout), context: context)
+        case .end:
+            deadlines.requestEnded()
+        case .body:
+            break
         }
         context.fireChannelRead(data)
     }
@@ -81,11 +87,15 @@ final class HTTPRequestTimeoutHandler: ChannelDuplexHandler, RemovableChannelHan
                 handler.timer = nil
                 handler.perform(handler.deadlines.timerFired(now: .now()), context: context)
             }
-        case .timeOut:
+        case .timeOut(let bodyArrived):
             timeouts.increment()
-            let error = IngestError(.timeout, "the request took longer than \(description); try again")
+            let error =
+                bodyArrived
+                ? IngestError(.timeout, "the request took longer than \(description); try again")
+                : IngestError(
+                    .requestTimeout, field: "body", "did not arrive within \(description) (less than the Content-Length was sent, or too slowly)")
             let body = ByteBuffer(string: error.jsonBody)
-            var head = HTTPResponse(status: .serviceUnavailable)
+            var head = HTTPResponse(status: HTTPResponse.Status(code: error.status))
             head.headerFields[.contentType] = "application/json"
             head.headerFields[.contentLength] = String(body.readableBytes)
             head.headerFields[.connection] = "close"

@@ -23,7 +23,8 @@ public struct IngestConfiguration: Sendable, Hashable {
     /// The largest request body accepted; larger bodies get `413` (the CONTRACT's bodies are < 2 KiB).
     public var maxBodySize: Int
     /// How long one request may take from the handler's start, reading the body included; after it the
-    /// client gets `503 {"error":"timeout"}`. Redis commands are bounded by their own timeout
+    /// client gets `408 {"error":"request_timeout"}` when its body had not all arrived (its doing),
+    /// else `503 {"error":"timeout"}`. Redis commands are bounded by their own timeout
     /// (`command_timeout_ms`, 2 s by default), so a Redis outage answers `503 unavailable` sooner.
     public var requestTimeout: Duration
     /// How long a connection may stay without reading anything before it is closed.

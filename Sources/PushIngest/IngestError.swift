@@ -14,10 +14,11 @@ import TokenRegistry
 /// | `unknown_app` | 404 | 4 | the path's app is not in the apps file; legacy: no `app_name` match and no default app |
 /// | `not_found` | 404 | 1 | no record for the token (`GET`), or no such route |
 /// | `body_too_large` | 413 | 1 | the body is over `PUSH_INGEST_MAX_BODY_BYTES` |
+/// | `request_timeout` | 408 | 1 | the request's body did not arrive within `PUSH_INGEST_REQUEST_TIMEOUT_S` (a client that sent less than its `Content-Length`, or stalled) |
 /// | `unsupported_media_type` | 415 | 1 | `PUT` without `Content-Type: application/json`; legacy `POST` with a body that is not a form |
 /// | `rate_limited` | 429 (+ `Retry-After`) | 5 | the client's or the app's rate limit is spent |
 /// | `unavailable` | 503 | 6 | Redis is unreachable or did not answer within its command timeout |
-/// | `timeout` | 503 | 6 | the request took longer than `PUSH_INGEST_REQUEST_TIMEOUT_S` |
+/// | `timeout` | 503 | 6 | the whole request arrived, but answering it took longer than `PUSH_INGEST_REQUEST_TIMEOUT_S` |
 /// | `internal` | 500 | 6 | a bug or a corrupt record; logged with the details |
 public struct IngestError: Error, Sendable, Equatable, CustomStringConvertible {
     public struct Code: Sendable, Hashable, CustomStringConvertible {
@@ -35,6 +36,7 @@ public struct IngestError: Error, Sendable, Equatable, CustomStringConvertible {
             case rateLimited
             case unavailable
             case timeout
+            case requestTimeout
             case `internal`
         }
 
@@ -55,6 +57,8 @@ public struct IngestError: Error, Sendable, Equatable, CustomStringConvertible {
         public static let rateLimited = Code(base: .rateLimited)
         public static let unavailable = Code(base: .unavailable)
         public static let timeout = Code(base: .timeout)
+        /// The request's body did not arrive in time: the client's doing, so a 4xx.
+        public static let requestTimeout = Code(base: .requestTimeout)
         public static let `internal` = Code(base: .internal)
 
         /// The `error` of the JSON answer, also the `outcome` label of the metrics.
@@ -73,6 +77,7 @@ public struct IngestError: Error, Sendable, Equatable, CustomStringConvertible {
             case .rateLimited: "rate_limited"
             case .unavailable: "unavailable"
             case .timeout: "timeout"
+            case .requestTimeout: "request_timeout"
             case .internal: "internal"
             }
         }
@@ -111,6 +116,7 @@ public struct IngestError: Error, Sendable, Equatable, CustomStringConvertible {
         case .unauthorized: 401
         case .forbidden, .badCredential, .staleTimestamp: 403
         case .unknownApp, .notFound: 404
+        case .requestTimeout: 408
         case .conflict: 409
         case .bodyTooLarge: 413
         case .unsupportedMediaType: 415
@@ -123,7 +129,7 @@ public struct IngestError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The legacy forms' `ret` (see the table above; `0` is success).
     public var legacyReturnCode: Int {
         switch code.base {
-        case .invalidRequest, .notFound, .bodyTooLarge, .unsupportedMediaType: 1
+        case .invalidRequest, .notFound, .bodyTooLarge, .unsupportedMediaType, .requestTimeout: 1
         case .badCredential, .unauthorized, .forbidden: 2
         case .staleTimestamp: 3
         case .unknownApp: 4

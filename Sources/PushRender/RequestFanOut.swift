@@ -258,7 +258,8 @@ final class RequestFanOut {
                     exchange: dependencies.queues.exchange,
                     routingKey: dependencies.queues.send.routingKey,
                     body: body,
-                    properties: AMQPProperties(messageID: batchID, timestamp: UInt64(max(0, createdAt / 1000)))
+                    properties: AMQPProperties(
+                        messageID: SendBatch.messageID(forBatchID: batchID), timestamp: UInt64(max(0, createdAt / 1000)))
                 ))
             round.tokens += tokens.count
             for token in tokens { round.fingerprints.append(TokenDeduplicator.fingerprint(token.hex)) }

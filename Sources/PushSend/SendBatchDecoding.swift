@@ -36,7 +36,7 @@ public struct DecodedSendBatch: Sendable {
         do {
             batch = try JSONDecoder().decode(SendBatch.self, from: Data(body))
         } catch let error as DecodingError {
-            throw Self.describe(error)
+            throw Self.describe(error, body: body)
         } catch {
             throw SendBatchError(field: "", "not a send batch: \(error)")
         }
@@ -44,9 +44,17 @@ public struct DecodedSendBatch: Sendable {
             throw SendBatchError(field: "v", "must be 1, got \(batch.version)")
         }
         guard !batch.requestID.isEmpty else { throw SendBatchError(field: "request_id", "must not be empty") }
+        // The request id becomes the apns-collapse-id when the batch names none: an HTTP/2 header,
+        // where CR, LF or NUL make every try fail (and retry) instead of failing once.
+        guard !PushCore.PushRequest.containsControlCharacters(batch.requestID) else {
+            throw SendBatchError(field: "request_id", "must not contain control characters")
+        }
         guard !batch.app.isEmpty else { throw SendBatchError(field: "app", "must not be empty") }
         guard let pushType = PushType(rawValue: batch.pushType) else {
             throw SendBatchError(field: "push_type", "is not an APNs push type: \"\(batch.pushType)\"")
+        }
+        guard pushType != .mdm else {
+            throw SendBatchError(field: "push_type", "mdm pushes are not sent by push-send (their topic is the MDM certificate's, not the app's)")
         }
         guard let priority = APNsPriority(rawValue: batch.priority) else {
             throw SendBatchError(field: "priority", "must be 10, 5 or 1, got \(batch.priority)")
@@ -75,11 +83,18 @@ public struct DecodedSendBatch: Sendable {
         guard (0...RetryPolicy.maximumCount).contains(batch.attempt) else {
             throw SendBatchError(field: "attempt", "must be 0–\(RetryPolicy.maximumCount), got \(batch.attempt)")
         }
-        if let expiration = batch.expiration, expiration < 0 {
-            throw SendBatchError(field: "expiration", "must be 0 or seconds since 1970, got \(expiration)")
+        if let expiration = batch.expiration, !(0...PushCore.PushRequest.maximumExpiration).contains(expiration) {
+            throw SendBatchError(
+                field: "expiration", "must be 0 or seconds since 1970 up to \(PushCore.PushRequest.maximumExpiration) (9999-12-31), got \(expiration)"
+            )
         }
-        if let collapseID = batch.collapseID, collapseID.utf8.count > 64 {
-            throw SendBatchError(field: "collapse_id", "must be at most 64 bytes, got \(collapseID.utf8.count)")
+        if let collapseID = batch.collapseID {
+            guard collapseID.utf8.count <= 64 else {
+                throw SendBatchError(field: "collapse_id", "must be at most 64 bytes, got \(collapseID.utf8.count)")
+            }
+            guard !PushCore.PushRequest.containsControlCharacters(collapseID) else {
+                throw SendBatchError(field: "collapse_id", "must not contain control characters (it is sent as an HTTP/2 header)")
+            }
         }
         let payload = Array(batch.payload.utf8)
         guard !payload.isEmpty else { throw SendBatchError(field: "payload", "must not be empty") }
@@ -102,7 +117,7 @@ public struct DecodedSendBatch: Sendable {
         )
     }
 
-    private static func describe(_ error: DecodingError) -> SendBatchError {
+    private static func describe(_ error: DecodingError, body: [UInt8]) -> SendBatchError {
         func path(_ codingPath: [any CodingKey]) -> String {
             var text = ""
             for key in codingPath {
@@ -124,11 +139,47 @@ public struct DecodedSendBatch: Sendable {
             return SendBatchError(field: path(context.codingPath), "must not be null (expected \(type))")
         case .dataCorrupted(let context):
             if context.codingPath.isEmpty {
-                return SendBatchError(field: "", "not valid JSON")
+                return diagnoseCorruption(body)
             }
             return SendBatchError(field: path(context.codingPath), context.debugDescription)
         @unknown default:
             return SendBatchError(field: "", "not a send batch: \(error)")
         }
+    }
+
+    /// The integer fields of a send batch, for ``diagnoseCorruption(_:)``.
+    private static let integerFields = ["v", "priority", "attempt", "expiration", "created_at"]
+
+    /// JSONDecoder reports a number that does not fit its field (`1.5`, `1e400` or `2^63` for an
+    /// integer) as corrupt data without naming the field: find the field with the strict parser, or
+    /// say why the body is not JSON.
+    private static func diagnoseCorruption(_ body: [UInt8]) -> SendBatchError {
+        let json: JSONValue
+        do {
+            json = try JSONValue.parse(body)
+        } catch {
+            return SendBatchError(field: "", "not valid JSON (\(error))")
+        }
+        guard case .object(let members) = json else {
+            return SendBatchError(field: "", "must be a JSON object (a send batch), got \(json.kindDescription)")
+        }
+        for member in members where integerFields.contains(member.key) {
+            if case .number(let text) = member.value, Int64(text) == nil {
+                return SendBatchError(field: member.key, "must be a whole number of at most 64 bits, got \(Self.shortened(text))")
+            }
+        }
+        if case .array(let slots)? = json["slots"] {
+            for (index, slot) in slots.enumerated() {
+                if case .number(let text) = slot, Int(text) == nil {
+                    return SendBatchError(field: "slots[\(index)]", "must be a whole number of at most 64 bits, got \(Self.shortened(text))")
+                }
+            }
+        }
+        return SendBatchError(field: "", "not a send batch (JSONDecoder found corrupt data)")
+    }
+
+    /// `text` cut to 40 characters for a message (a number can be 10,000 digits long).
+    private static func shortened(_ text: String) -> String {
+        text.count > 40 ? String(text.prefix(40)) + "…" : text
     }
 }

@@ -34,6 +34,25 @@ import Testing
             (#"{"app":"a","token":"\#(hex)","reason":"Unregistered"}"#, .missingField, "reported_at"),
             (#"{"app":"a","token":"\#(hex)","reason":"Unregistered","reported_at":1,"timestamp":-5}"#, .invalidField, "timestamp"),
             (#"{"app":"a","token":"\#(hex)","reason":"Unregistered","reported_at":1.5}"#, .invalidField, "reported_at"),
+            // Hostile-input catalogue (scripts/hostile): numbers past a Double are still named, and
+            // JSON that different readers read differently is refused.
+            (#"{"app":"a","token":"\#(hex)","reason":"Unregistered","reported_at":1,"timestamp":1e400}"#, .invalidField, "timestamp"),
+            (
+                #"{"app":"a","token":"\#(hex)","reason":"Unregistered","reported_at":1\#(String(repeating: "0", count: 400))}"#, .invalidField,
+                "reported_at"
+            ),
+            (#"{"app":"a","token":"\#(hex)","reason":"Unregistered","reported_at":9223372036854775808}"#, .invalidField, "reported_at"),
+            (#"{"app":"a","token":"\#(hex)","reason":"Unregistered","reported_at":null}"#, .invalidField, "reported_at"),
+            (#"{"app":"a","token":"\#(hex)","reason":"Unregistered","reported_at":"1"}"#, .invalidField, "reported_at"),
+            (
+                #"{"app":"a","token":"\#(hex)","token":"\#(String(repeating: "b2", count: 32))","reason":"Unregistered","reported_at":1}"#,
+                .invalidJSON, "body"
+            ),
+            ("\u{FEFF}" + #"{"app":"a","token":"\#(hex)","reason":"Unregistered","reported_at":1}"#, .invalidJSON, "body"),
+            (
+                #"{"app":"a","token":"\#(hex)","reason":"Unregistered","reported_at":1,"x":\#(String(repeating: "[", count: 100_000))"#, .invalidJSON,
+                "body"
+            ),
         ]
         for (json, code, field) in cases {
             do {

@@ -22,7 +22,7 @@ import Testing
         _ = deadlines.answerEnded()
         #expect(deadlines.requestStarted(deadline: 18) == .none)  // the timer for 10 is still armed
         #expect(deadlines.timerFired(now: 10) == .schedule(18))
-        #expect(deadlines.timerFired(now: 18) == .timeOut)
+        #expect(deadlines.timerFired(now: 18) == .timeOut(bodyArrived: false))
         #expect(deadlines.hasTimedOut)
         #expect(deadlines.requestStarted(deadline: 40) == .none)
     }
@@ -31,7 +31,7 @@ import Testing
         var deadlines = Deadlines()
         _ = deadlines.requestStarted(deadline: 5)
         #expect(deadlines.timerFired(now: 4) == .schedule(5))
-        #expect(deadlines.timerFired(now: 5) == .timeOut)
+        #expect(deadlines.timerFired(now: 5) == .timeOut(bodyArrived: false))
     }
 
     @Test func anAnswerAlreadyBeingWrittenIsNotCutOff() {
@@ -42,7 +42,7 @@ import Testing
         #expect(deadlines.timerFired(now: 6) == .none)
         // Its end re-arms the timer for the next open request.
         #expect(deadlines.answerEnded() == .schedule(7))
-        #expect(deadlines.timerFired(now: 8) == .timeOut)
+        #expect(deadlines.timerFired(now: 8) == .timeOut(bodyArrived: false))
     }
 
     @Test func pipelinedRequestsEachGetTheirOwnDeadline() {
@@ -53,5 +53,19 @@ import Testing
         #expect(deadlines.timerFired(now: 10) == .schedule(12))
         _ = deadlines.answerEnded()
         #expect(deadlines.timerFired(now: 12) == .none)
+    }
+
+    @Test func aTimeOutSaysWhetherTheBodyHadArrived() {
+        var deadlines = Deadlines()
+        _ = deadlines.requestStarted(deadline: 5)
+        deadlines.requestEnded()
+        _ = deadlines.requestStarted(deadline: 7)  // pipelined, its body still on the way
+        _ = deadlines.answerEnded()
+        #expect(deadlines.timerFired(now: 7) == .timeOut(bodyArrived: false), "a body that never came: the client's doing (408)")
+
+        var slow = Deadlines()
+        _ = slow.requestStarted(deadline: 5)
+        slow.requestEnded()
+        #expect(slow.timerFired(now: 5) == .timeOut(bodyArrived: true), "all of it arrived, answering took too long (503)")
     }
 }

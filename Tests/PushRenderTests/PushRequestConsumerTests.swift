@@ -130,6 +130,35 @@ struct PushRequestConsumerTests {
         }
     }
 
+    /// Hostile-input catalogue (scripts/hostile): a 128-character id of 4-byte characters makes
+    /// batch ids over AMQP's 255-byte short string; used as the batches' message-id, it could not be
+    /// encoded, the publish dropped push-render's broker connection, and the request came back until
+    /// the delivery limit parked it (taking its neighbours' settlements down each time).
+    @Test func aRequestIdOfLongCharactersStillGetsItsBatchesPublished() async throws {
+        try await withRenderFixture("long-id") { fixture in
+            let id = String(repeating: "😀", count: PushRequest.maximumIDLength)
+            let combining = "e" + String(repeating: "\u{301}", count: 300)
+            let token = fixture.token(1)
+            try await fixture.run { _ in
+                for requestID in [id, combining] {
+                    try await fixture.publish(
+                        #"{"id": "\#(requestID)", "app": "\#(fixture.app)", "to": {"tokens": ["\#(token.hex)"]}, "payload": {"aps": {"alert": "x"}}}"#
+                    )
+                }
+                try await fixture.waitUntilDone(id)
+                try await fixture.waitUntilDone(combining)
+            }
+            let deliveries = try await fixture.receive(from: fixture.names.send.name, count: 2)
+            let batchIDs = try deliveries.map { try JSONDecoder().decode(SendBatch.self, from: Data($0.body)).batchID }
+            #expect(Set(batchIDs) == [id + "/1", combining + "/1"])
+            for delivery in deliveries {
+                let messageID = try #require(delivery.properties.messageID)
+                #expect(messageID.utf8.count <= SendBatch.maximumMessageIDBytes && messageID.contains("~"), "\(messageID.utf8.count) bytes")
+            }
+            #expect(try await fixture.amqp.queueStatus(fixture.names.dead).messages == 0)
+        }
+    }
+
     @Test func aRedeliveredRequestIsNotRenderedTwice() async throws {
         try await withRenderFixture("dedupe") { fixture in
             let tokens = (0..<30).map { fixture.token(100 + $0) }

@@ -83,6 +83,19 @@ import Testing
             (Self.body(["slots": "[-1]"]), "slots[0]: must be 0–65535, got -1"),
             (Self.body(["slots": "[9223372036854775807]"]), "slots[0]: must be 0–65535"),
             (Self.body(["mark_set": #""""#]), "mark_set: must be 1–512 bytes, got 0"),
+            // Hostile-input catalogue (scripts/hostile): numbers JSONDecoder cannot hold are named,
+            // and what would fail at APNs on every try is refused once.
+            (Self.body(["priority": "1e400"]), "priority: must be a whole number of at most 64 bits, got 1e400"),
+            (Self.body(["v": "1.5"]), "v: must be a whole number of at most 64 bits, got 1.5"),
+            (Self.body(["expiration": "9223372036854775808"]), "expiration: must be a whole number of at most 64 bits, got 9223372036854775808"),
+            (Self.body(["created_at": "18446744073709551616"]), "created_at: must be a whole number of at most 64 bits"),
+            (Self.body(["attempt": "1" + String(repeating: "0", count: 400)]), "attempt: must be a whole number of at most 64 bits, got 1000"),
+            (Self.body(["slots": "[18446744073709551616]"]), "slots[0]: must be a whole number of at most 64 bits"),
+            (Self.body(["expiration": "9999999999999999"]), "expiration: must be 0 or seconds since 1970 up to 253402300799 (9999-12-31)"),
+            (Self.body(["collapse_id": #""a\r\nx-evil: 1""#]), "collapse_id: must not contain control characters"),
+            (Self.body(["collapse_id": #""a\u0000b""#]), "collapse_id: must not contain control characters"),
+            (Self.body(["request_id": #""r\n1""#]), "request_id: must not contain control characters"),
+            (Self.body(["push_type": #""mdm""#]), "push_type: mdm pushes are not sent by push-send"),
         ]
         for (body, expected) in cases {
             do {

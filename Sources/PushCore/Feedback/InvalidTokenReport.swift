@@ -62,54 +62,63 @@ public struct InvalidTokenReport: Sendable, Hashable {
 
     /// Decodes and checks a `push.feedback` body (``FeedbackEvent`` JSON).
     ///
+    /// Strict, like every JSON reader of this package (``JSONValue/parse(_:maximumDepth:)``): UTF-8
+    /// only, no repeated key (two `token`s would leave it to the reader which one is removed), at most
+    /// 64 levels; unknown fields are ignored.
+    ///
     /// - Throws: ``FeedbackError`` naming the field: `body` when it is not a JSON object, else the
     ///   missing or malformed field (`app`, `token`, `reason`, `timestamp`, `reported_at`).
     public init(feedbackBody body: [UInt8]) throws(FeedbackError) {
         // The common case read quickly (feedback arrives by the ten thousand); anything else, errors
-        // included, is JSONDecoder's to judge.
+        // included, is the strict parser's to judge.
         if let event = Self.quickEvent(body) {
             try self.init(event: event)
             return
         }
-        let event: FeedbackEvent
+        let json: JSONValue
         do {
-            event = try JSONDecoder().decode(FeedbackEvent.self, from: Data(body))
-        } catch let error as DecodingError {
-            throw Self.describe(error, body: body)
+            json = try JSONValue.parse(body)
         } catch {
-            throw FeedbackError(.invalidJSON, field: "body", "is not a feedback event: \(error)")
+            throw FeedbackError(.invalidJSON, field: "body", "is not valid JSON (\(error))")
         }
-        try self.init(event: event)
+        guard case .object = json else {
+            throw FeedbackError(.invalidJSON, field: "body", "must be a JSON object (a feedback event), got \(json.kindDescription)")
+        }
+        func string(_ field: String) throws(FeedbackError) -> String {
+            guard let value = json[field] else { throw FeedbackError(.missingField, field: field, "is required") }
+            if case .null = value { throw FeedbackError(.invalidField, field: field, "must not be null") }
+            guard case .string(let text) = value else {
+                throw FeedbackError(.invalidField, field: field, "must be a string, got \(value.kindDescription)")
+            }
+            return text
+        }
+        func milliseconds(_ field: String) throws(FeedbackError) -> Int64? {
+            switch json[field] {
+            case nil, .null:
+                return nil
+            case .number(let text)?:
+                guard let whole = Int64(text) else {
+                    let shown = text.count > 40 ? String(text.prefix(40)) + "…" : text
+                    throw FeedbackError(.invalidField, field: field, "must be a whole number (ms since 1970) of at most 64 bits, got \(shown)")
+                }
+                return whole
+            case let value?:
+                throw FeedbackError(.invalidField, field: field, "must be a whole number (ms since 1970), got \(value.kindDescription)")
+            }
+        }
+        let app = try string("app")
+        let token = try string("token")
+        let reason = try string("reason")
+        let timestamp = try milliseconds("timestamp")
+        guard let reportedAt = try milliseconds("reported_at") else {
+            if json["reported_at"] == nil { throw FeedbackError(.missingField, field: "reported_at", "is required") }
+            throw FeedbackError(.invalidField, field: "reported_at", "must not be null")
+        }
+        try self.init(event: FeedbackEvent(app: app, token: token, reason: reason, timestamp: timestamp, reportedAt: reportedAt))
     }
 
-    private static func describe(_ error: DecodingError, body: [UInt8]) -> FeedbackError {
-        func field(_ path: [any CodingKey], _ last: (any CodingKey)? = nil) -> String {
-            let keys = path + (last.map { [$0] } ?? [])
-            return keys.isEmpty ? "body" : keys.map(\.stringValue).joined(separator: ".")
-        }
-        switch error {
-        case .keyNotFound(let key, let context):
-            return FeedbackError(.missingField, field: field(context.codingPath, key), "is required")
-        case .valueNotFound(_, let context):
-            return FeedbackError(.invalidField, field: field(context.codingPath), "must not be null")
-        case .typeMismatch(let type, let context):
-            if context.codingPath.isEmpty {
-                return FeedbackError(.invalidJSON, field: "body", "must be a JSON object (a feedback event)")
-            }
-            let expected = type == String.self ? "a string" : (type == Int64.self ? "a whole number (ms since 1970)" : "\(type)")
-            return FeedbackError(.invalidField, field: field(context.codingPath), "must be \(expected)")
-        case .dataCorrupted(let context):
-            if context.codingPath.isEmpty {
-                return diagnoseCorruption(body)
-            }
-            return FeedbackError(.invalidField, field: field(context.codingPath), "is malformed: \(context.debugDescription)")
-        @unknown default:
-            return FeedbackError(.invalidJSON, field: "body", "is not a feedback event: \(error)")
-        }
-    }
-
-    /// The event when `body` is a JSON object whose fields have exactly the types JSONDecoder wants
-    /// (unknown fields are ignored, as JSONDecoder does); nil for anything else.
+    /// The event when `body` is a JSON object whose fields have exactly the types the event needs
+    /// (unknown fields are ignored); nil for anything else.
     static func quickEvent(_ body: [UInt8]) -> FeedbackEvent? {
         guard let object = JSONObjectReader.object(body, integers: true),
             let app = object["app"] as? String, let token = object["token"] as? String, let reason = object["reason"] as? String,
@@ -122,25 +131,6 @@ public struct InvalidTokenReport: Sendable, Hashable {
         default: return nil
         }
         return FeedbackEvent(app: app, token: token, reason: reason, timestamp: timestamp, reportedAt: reportedAt)
-    }
-
-    /// JSONDecoder reports a number that does not fit its field (`1.5`, `1e30` for an Int64) as
-    /// corrupt data without naming the field; find the field, or say the body is not JSON.
-    private static func diagnoseCorruption(_ body: [UInt8]) -> FeedbackError {
-        guard let value = try? JSONSerialization.jsonObject(with: Data(body), options: [.fragmentsAllowed]) else {
-            return FeedbackError(.invalidJSON, field: "body", "is not valid JSON")
-        }
-        guard let object = value as? [String: Any] else {
-            return FeedbackError(.invalidJSON, field: "body", "must be a JSON object (a feedback event)")
-        }
-        for field in ["timestamp", "reported_at"] {
-            if let number = object[field] as? NSNumber,
-                Int64(exactly: number.doubleValue) == nil || number.doubleValue.rounded() != number.doubleValue
-            {
-                return FeedbackError(.invalidField, field: field, "must be a whole number (ms since 1970), got \(number)")
-            }
-        }
-        return FeedbackError(.invalidJSON, field: "body", "is not a feedback event")
     }
 
     static func quoted(_ text: String) -> String {

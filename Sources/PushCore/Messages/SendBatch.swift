@@ -85,6 +85,29 @@ public struct SendBatch: Codable, Sendable, Equatable {
         return String(repeating: "0", count: 16 - hex.count) + hex
     }
 
+    /// The longest AMQP `message-id` (a short string: 255 bytes).
+    public static let maximumMessageIDBytes = 255
+
+    /// The AMQP `message-id` of the batch `batchID`: the id itself when it fits a short string,
+    /// else its first characters (at most 238 bytes), `~` and 16 hex digits of its FNV-1a hash. A
+    /// request id may be 128 characters of 4 bytes each; a longer property cannot be encoded, and
+    /// the client would drop the broker connection trying.
+    public static func messageID(forBatchID batchID: String) -> String {
+        if batchID.utf8.count <= maximumMessageIDBytes { return batchID }
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in batchID.utf8 { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3 }
+        var prefix = ""
+        var bytes = 0
+        for character in batchID {
+            let size = character.utf8.count
+            if bytes + size > maximumMessageIDBytes - 17 { break }
+            prefix.append(character)
+            bytes += size
+        }
+        let hex = String(hash, radix: 16)
+        return prefix + "~" + String(repeating: "0", count: 16 - hex.count) + hex
+    }
+
     /// The mark slot of the token at `index`.
     public func slot(at index: Int) -> Int { slots?[index] ?? index }
 

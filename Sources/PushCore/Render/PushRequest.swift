@@ -20,9 +20,9 @@ public struct PushRequest: Sendable, Equatable {
     public var pushType: PushType
     /// The `apns-priority`: as given, or the push type's default.
     public var priority: Int
-    /// Seconds since 1970; 0 = try once; nil = APNs' default.
+    /// Seconds since 1970, at most ``maximumExpiration``; 0 = try once; nil = APNs' default.
     public var expiration: Int64?
-    /// `apns-collapse-id`, at most 64 bytes.
+    /// `apns-collapse-id`, at most 64 bytes, no control characters.
     public var collapseID: String?
 
     public init(
@@ -66,6 +66,9 @@ extension PushRequest {
     public static let fieldNames: [String] = ["id", "app", "to", "payload", "localize", "push_type", "priority", "expiration", "collapse_id"]
     public static let maximumIDLength = 128
     public static let maximumCollapseIDBytes = 64
+    /// The latest `expiration`: 9999-12-31T23:59:59Z. A later one is no date (APNs refuses long
+    /// ones with `BadExpirationDate`), most likely milliseconds sent for seconds.
+    public static let maximumExpiration: Int64 = 253_402_300_799
     /// The most tokens one `to.tokens` may list; larger audiences belong in a topic.
     public static let maximumTokenCount = 100_000
     /// The most users one `to.users` may list.
@@ -143,7 +146,14 @@ extension PushRequest {
         if let value = json["expiration"] {
             guard let number = value.int64Value, number >= 0 else {
                 throw PushRequestError(
-                    .invalidField, field: "expiration", "must be seconds since 1970 (0 = try once), got \(NotificationPayload.describe(value))")
+                    .invalidField, field: "expiration",
+                    "must be seconds since 1970 (0 = try once) up to \(Self.maximumExpiration), got \(NotificationPayload.describe(value))")
+            }
+            guard number <= Self.maximumExpiration else {
+                throw PushRequestError(
+                    .invalidField, field: "expiration",
+                    "must be seconds since 1970 up to \(Self.maximumExpiration) (9999-12-31), got \(number)\(number / 1000 <= Self.maximumExpiration ? " (milliseconds? send seconds)" : "")"
+                )
             }
             expiration = number
         }
@@ -155,6 +165,9 @@ extension PushRequest {
             guard text.utf8.count <= Self.maximumCollapseIDBytes else {
                 throw PushRequestError(
                     .invalidField, field: "collapse_id", "must be at most \(Self.maximumCollapseIDBytes) bytes (got \(text.utf8.count))")
+            }
+            guard !Self.containsControlCharacters(text) else {
+                throw PushRequestError(.invalidField, field: "collapse_id", "must not contain control characters (it is sent as an HTTP/2 header)")
             }
             collapseID = text
         }
@@ -267,10 +280,17 @@ extension PushRequest {
         guard !id.isEmpty, id.count <= maximumIDLength else {
             throw PushRequestError(.invalidField, field: "id", "must be 1–\(maximumIDLength) characters (got \(id.count))")
         }
-        if id.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+        if containsControlCharacters(id) {
             throw PushRequestError(.invalidField, field: "id", "must not contain control characters")
         }
         return id
+    }
+
+    /// Whether `text` holds a control character (Unicode category Cc: U+0000–U+001F, U+007F–U+009F).
+    /// Ids and collapse ids become HTTP/2 header values (`apns-collapse-id`), where CR, LF and NUL
+    /// break the request.
+    public static func containsControlCharacters(_ text: String) -> Bool {
+        text.unicodeScalars.contains { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) }
     }
 
     private static func target(_ value: JSONValue?) throws(PushRequestError) -> PushTarget {

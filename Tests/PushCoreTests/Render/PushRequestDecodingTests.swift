@@ -101,10 +101,37 @@ struct PushRequestDecodingTests {
             #"{"id": "a", "app": "com.example.game", "to": {"all": true}, "payload": {"aps": {"alert": "x"}}, "collapse_id": "\#(String(repeating: "c", count: 65))"}"#,
             "collapse_id: must be at most 64 bytes (got 65)"
         ),
+        // Hostile-input catalogue: values that used to pass here and then failed at APNs.
+        (
+            #"{"id": "a", "app": "com.example.game", "to": {"all": true}, "payload": {"aps": {"alert": "x"}}, "collapse_id": "a\r\nx-evil: 1"}"#,
+            "collapse_id: must not contain control characters"
+        ),
+        (
+            #"{"id": "a", "app": "com.example.game", "to": {"all": true}, "payload": {"aps": {"alert": "x"}}, "collapse_id": "a\u0000b"}"#,
+            "collapse_id: must not contain control characters"
+        ),
+        (
+            #"{"id": "a", "app": "com.example.game", "to": {"all": true}, "payload": {"aps": {"alert": "x"}}, "expiration": 9999999999999999}"#,
+            "expiration: must be seconds since 1970 up to 253402300799 (9999-12-31), got 9999999999999999"
+        ),
+        (
+            #"{"id": "a", "app": "com.example.game", "to": {"all": true}, "payload": {"aps": {"alert": "x"}}, "expiration": 1767225600000}"#,
+            "expiration: must be seconds since 1970 up to 253402300799 (9999-12-31), got 1767225600000 (milliseconds? send seconds)"
+        ),
+        (
+            #"{"id": "a", "app": "com.example.game", "to": {"all": true}, "payload": {"aps": {"alert": "x"}}, "expiration": 9223372036854775807}"#,
+            "expiration: must be seconds since 1970 up to 253402300799"
+        ),
     ])
     func malformedRequestsNameTheField(body: String, reason: String) {
         let error = refusal(body)
         #expect(error?.message.hasPrefix(reason) == true, "got \(error?.message ?? "no error")")
+    }
+
+    @Test func theLatestExpirationIsTheLastSecondOfYear9999() throws {
+        let request = try decodeRequest(requestBody(payload: #"{"aps": {"alert": "x"}}"#, extra: #""expiration": 253402300799"#))
+        #expect(request.expiration == PushRequest.maximumExpiration)
+        #expect(try decodeRequest(requestBody(payload: #"{"aps": {"alert": "x"}}"#, extra: #""expiration": -0"#)).expiration == 0)
     }
 
     /// Payload rules: (payload, extra fields, reason prefix).
