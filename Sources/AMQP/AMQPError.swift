@@ -17,11 +17,15 @@ public struct AMQPError: Error, Sendable, CustomStringConvertible, Equatable {
             case timeout
             case closed
             case protocolError
+            case invalidMessage
         }
 
         fileprivate let base: Base
         public var description: String { base.rawValue }
 
+        /// The message cannot be put on the wire (a property or header name over AMQP's 255 bytes);
+        /// it was not sent, and the connection is unharmed.
+        public static let invalidMessage = Code(base: .invalidMessage)
         /// The URL could not be parsed or names an unsupported option.
         public static let invalidURL = Code(base: .invalidURL)
         /// The TCP connection could not be opened (refused, unreachable, timed out, DNS).
@@ -67,7 +71,7 @@ public struct AMQPError: Error, Sendable, CustomStringConvertible, Equatable {
     public var isRetryable: Bool {
         switch code.base {
         case .connectionFailed, .connectionClosed, .connectionLost, .channelClosed, .timeout, .nacked: true
-        case .invalidURL, .loginRefused, .tlsFailed, .unroutable, .closed, .protocolError: false
+        case .invalidURL, .loginRefused, .tlsFailed, .unroutable, .closed, .protocolError, .invalidMessage: false
         }
     }
 }

@@ -51,3 +51,12 @@ extension AMQPFieldValue: ExpressibleByStringLiteral, ExpressibleByIntegerLitera
 
 /// A field table: names to values. Order is not significant in AMQP.
 public typealias AMQPTable = [String: AMQPFieldValue]
+
+extension AMQPFieldValue {
+    /// How deep tables and arrays in headers are read: deeper content (only a hostile producer sends
+    /// it) becomes a note, since reading it recursively could exhaust the stack.
+    public static let maximumDepth = 32
+
+    /// What stands in for content deeper than ``maximumDepth``.
+    public static let tooDeep = AMQPFieldValue.string("(nested deeper than \(maximumDepth) levels: not read)")
+}

@@ -65,3 +65,35 @@ public struct AMQPOutboundMessage: Sendable {
         self.mandatory = mandatory
     }
 }
+
+extension AMQPOutboundMessage {
+    /// Why this message cannot be encoded, if it cannot: AMQP's short strings (the exchange, the
+    /// routing key, every named property, header names) hold at most 255 bytes, and the broker
+    /// closes the whole connection over one that does not fit.
+    var encodingProblem: String? {
+        func tooLong(_ value: String?) -> Bool { (value?.utf8.count ?? 0) > 255 }
+        let named: [(String, String?)] = [
+            ("exchange", exchange), ("routing key", routingKey), ("content type", properties.contentType),
+            ("content encoding", properties.contentEncoding), ("correlation id", properties.correlationID),
+            ("reply to", properties.replyTo), ("expiration", properties.expiration), ("message id", properties.messageID),
+            ("type", properties.type), ("app id", properties.appID),
+        ]
+        if let (name, value) = named.first(where: { tooLong($0.1) }) {
+            return "its \(name) is \(value?.utf8.count ?? 0) bytes; AMQP allows at most 255"
+        }
+        if let key = Self.headerNameTooLong(properties.headers, depth: 0) {
+            return "its header name '\(key.prefix(40))…' is \(key.utf8.count) bytes; AMQP allows at most 255"
+        }
+        return nil
+    }
+
+    private static func headerNameTooLong(_ table: AMQPTable, depth: Int) -> String? {
+        for (key, value) in table {
+            if key.utf8.count > 255 { return key }
+            if depth < AMQPFieldValue.maximumDepth, case .table(let nested) = value, let found = headerNameTooLong(nested, depth: depth + 1) {
+                return found
+            }
+        }
+        return nil
+    }
+}

@@ -240,6 +240,10 @@ final class ConnectionWorker: @unchecked Sendable {
         while backlogHead < backlog.count, confirms.count < configuration.maxUnconfirmedPublishes {
             let pending = backlog[backlogHead]
             backlogHead += 1
+            if let problem = pending.message.encodingProblem {
+                pending.complete(.failure(AMQPError(.invalidMessage, "not published: \(problem)")))
+                continue
+            }
             let sequence = confirms.register(pending)
             let headers: AMQPTable = pending.message.mandatory ? [Self.sequenceHeader: .int64(Int64(sequence))] : [:]
             try session.publish(pending.message, extraHeaders: headers, on: Self.publishChannel)

@@ -379,18 +379,23 @@ final class RabbitSession {
         )
     }
 
-    static func table(_ table: amqp_table_t) -> AMQPTable {
+    static func table(_ table: amqp_table_t, depth: Int = 0) -> AMQPTable {
         var result: AMQPTable = [:]
         guard table.num_entries > 0, let entries = table.entries else { return result }
         for index in 0..<Int(table.num_entries) {
             let entry = entries[index]
-            result[string(entry.key)] = value(entry.value)
+            result[string(entry.key)] = value(entry.value, depth: depth + 1)
         }
         return result
     }
 
-    static func value(_ value: amqp_field_value_t) -> AMQPFieldValue {
-        switch Int32(value.kind) {
+    /// One header value; tables and arrays deeper than ``AMQPFieldValue/maximumDepth`` are not read.
+    static func value(_ value: amqp_field_value_t, depth: Int = 0) -> AMQPFieldValue {
+        let kind = Int32(value.kind)
+        if depth > AMQPFieldValue.maximumDepth, kind == Int32(AMQP_FIELD_KIND_TABLE.rawValue) || kind == Int32(AMQP_FIELD_KIND_ARRAY.rawValue) {
+            return AMQPFieldValue.tooDeep
+        }
+        return switch kind {
         case Int32(AMQP_FIELD_KIND_BOOLEAN.rawValue): .bool(value.value.boolean != 0)
         case Int32(AMQP_FIELD_KIND_I8.rawValue): .int8(value.value.i8)
         case Int32(AMQP_FIELD_KIND_U8.rawValue): .uint8(value.value.u8)
@@ -405,11 +410,11 @@ final class RabbitSession {
         case Int32(AMQP_FIELD_KIND_UTF8.rawValue): .string(string(value.value.bytes))
         case Int32(AMQP_FIELD_KIND_BYTES.rawValue): .bytes(bytes(value.value.bytes))
         case Int32(AMQP_FIELD_KIND_TIMESTAMP.rawValue): .timestamp(value.value.u64)
-        case Int32(AMQP_FIELD_KIND_TABLE.rawValue): .table(table(value.value.table))
+        case Int32(AMQP_FIELD_KIND_TABLE.rawValue): .table(table(value.value.table, depth: depth))
         case Int32(AMQP_FIELD_KIND_ARRAY.rawValue):
             .array(
                 value.value.array.num_entries > 0
-                    ? (0..<Int(value.value.array.num_entries)).map { Self.value(value.value.array.entries[$0]) } : []
+                    ? (0..<Int(value.value.array.num_entries)).map { Self.value(value.value.array.entries[$0], depth: depth + 1) } : []
             )
         default: .void
         }

@@ -37,11 +37,11 @@ public struct IdleMemoryTrimmer: Service {
         return { _ = function(0) }
     }()
 
-    /// CPU time the whole process used so far.
+    /// CPU time the whole process used so far: C's `clock()`, in microseconds on POSIX (a 64-bit
+    /// `clock_t` on Linux, so it does not wrap). Not `clock_gettime`: its `timespec` is ambiguous
+    /// between Glibc and Dispatch here, depending on what else the module imports.
     static func processCPUTime() -> Duration {
-        var time = timespec()
-        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &time)
-        return .seconds(Int64(time.tv_sec)) + .nanoseconds(Int64(time.tv_nsec))
+        .microseconds(Int64(clock()))
     }
 }
 
