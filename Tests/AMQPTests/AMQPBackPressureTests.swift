@@ -44,6 +44,27 @@ import Testing
         }
     }
 
+    @Test func aMessageAMQPCannotEncodeFailsAloneAndTheConnectionStays() async throws {
+        let queue = TestServers.uniqueName("amqp.too-long")
+        try await withAMQPConnection(name: "too-long") { connection in
+            try await connection.declare(quorumQueue(queue))
+            var bad = message("bad", to: queue)
+            bad.properties.messageID = String(repeating: "é", count: 200)  // 400 bytes
+            var badHeader = message("bad header", to: queue)
+            badHeader.properties.headers = [String(repeating: "k", count: 256): "v"]
+            let results = await connection.publish([message("before", to: queue), bad, badHeader, message("after", to: queue)])
+            #expect((try? results[0].get()) != nil)
+            for result in results[1...2] {
+                #expect(throws: AMQPError.self) { try result.get() }
+                if case .failure(let error) = result { #expect(error.code == .invalidMessage && error.message.contains("255"), "\(error)") }
+            }
+            #expect((try? results[3].get()) != nil)
+            #expect(connection.lastError == nil, "the connection never dropped")
+            #expect(try await connection.queueStatus(queue).messages == 2)
+            try await connection.deleteQueue(queue)
+        }
+    }
+
     @Test func aMemoryAlarmTheBacklogRaisesBlocksPublishingOnlyAndClearsAsTheConsumerAcks() async throws {
         let broker = LocalServer(.rabbitmq, name: "amqp-alarm-test", port: 35691)
         try await broker.start()
