@@ -221,14 +221,17 @@ import Testing
                 var received = 0
                 for try await delivery in consumer {
                     received += 1
-                    if received == 100 {
-                        delivery.ack(multiple: true)
-                        break
-                    }
+                    // One multiple ack for the first 50; the other 50 stay unacked.
+                    if received == 50 { delivery.ack(multiple: true) }
+                    if received == 100 { break }
                 }
             }
             consumer.cancel()
-            try await eventually("queue drained") { try await connection.queueStatus(queue).messages == 0 }
+        }
+        // The consumer's connection is closed: what it did not ack is back in the queue (a passive
+        // declare counts only ready messages, so counting on the open connection would see 0 either way).
+        try await withAMQPConnection(name: "multiple-check") { connection in
+            try await eventually("the 50 unacked messages are back") { try await connection.queueStatus(queue).messages == 50 }
             try await connection.deleteQueue(queue)
         }
     }
@@ -257,8 +260,15 @@ import Testing
     }
 
     @Test func theConnectionNameIsSentToTheBroker() async throws {
-        // Visible through rabbitmqctl; here we check the login accepts the client properties and the
-        // connection works with a non-ASCII name.
+        // The login carries the name in its client properties: the broker finds the connection by it
+        // (as operators do with rabbitmqctl).
+        let name = TestServers.uniqueName("push-tests-name")
+        try await withAMQPConnection(name: name) { connection in
+            #expect(connection.isConnected)
+            let closed = try await TestServers.sharedBroker.closeConnections(matching: name)
+            #expect(closed == 1)
+        }
+        // A non-ASCII name is accepted at login too.
         try await withAMQPConnection(name: "push-tests ✓") { connection in
             #expect(connection.isConnected)
         }

@@ -77,39 +77,43 @@ struct RegistrationQueueConsumerTests {
             func message(_ at: Int64, _ fields: String) -> String {
                 #"{"app": "\#(fixture.app)", "token": "\#(token.hex)", "registered_at": \#(at)\#(fields)}"#
             }
-            func drained() async throws {
-                try await eventually("the registrations queue is drained") {
-                    let status = try await fixture.amqp.queueStatus(fixture.names.registrations.name)
-                    return status.messages == 0
+            /// Runs the consumer until the queue is drained, then shuts it down, which waits for the
+            /// work in flight: once this returns every message published before was applied (or not).
+            func consumeEverything() async throws {
+                try await fixture.run { _ in
+                    try await eventually("the registrations queue is drained") {
+                        try await fixture.amqp.queueStatus(fixture.names.registrations.name).messages == 0
+                    }
                 }
             }
-            try await fixture.run { _ in
-                try await fixture.publish(message(base + 2_000, #", "user": "new", "topics": ["news"]"#))
-                _ = try await fixture.eventuallyRecord(token) { $0?.updatedAt == base + 2_000 }
-                // Older news, arriving late: a delete and a registration from before the stored one.
-                try await fixture.publish(message(base + 1_000, #", "op": "delete""#))
-                try await fixture.publish(message(base + 500, #", "user": "old", "topics": ["sports"]"#))
-                try await drained()
-                let kept = try await fixture.registry.record(app: fixture.app, token: token)
-                #expect(kept?.user == "new" && kept?.topics == ["news"] && kept?.updatedAt == base + 2_000)
-                #expect(try await fixture.members(fixture.keys.user("old")).isEmpty)
-                #expect(try await fixture.members(fixture.keys.topic("sports")).isEmpty)
+            try await fixture.publish(message(base + 2_000, #", "user": "new", "topics": ["news"]"#))
+            try await consumeEverything()
+            #expect(try await fixture.registry.record(app: fixture.app, token: token)?.updatedAt == base + 2_000)
+            // Older news, arriving late: a delete and a registration from before the stored one.
+            try await fixture.publish(message(base + 1_000, #", "op": "delete""#))
+            try await fixture.publish(message(base + 500, #", "user": "old", "topics": ["sports"]"#))
+            try await consumeEverything()
+            let kept = try await fixture.registry.record(app: fixture.app, token: token)
+            #expect(kept?.user == "new" && kept?.topics == ["news"] && kept?.updatedAt == base + 2_000)
+            #expect(try await fixture.members(fixture.keys.user("old")).isEmpty)
+            #expect(try await fixture.members(fixture.keys.topic("sports")).isEmpty)
 
-                // A newer delete removes it; a registration from before that delete cannot bring it back.
-                try await fixture.publish(message(base + 3_000, #", "op": "delete""#))
-                _ = try await fixture.eventuallyRecord(token) { $0 == nil }
-                try await fixture.publish(message(base + 2_500, #", "user": "zombie""#))
-                try await drained()
-                #expect(try await fixture.registry.record(app: fixture.app, token: token) == nil)
-                #expect(try await fixture.members(fixture.keys.tokens).isEmpty)
-                #expect(try await fixture.registry.deletedAt(app: fixture.app, token: token) == base + 3_000)
+            // A newer delete removes it; a registration from before that delete cannot bring it back.
+            try await fixture.publish(message(base + 3_000, #", "op": "delete""#))
+            try await consumeEverything()
+            #expect(try await fixture.registry.record(app: fixture.app, token: token) == nil)
+            try await fixture.publish(message(base + 2_500, #", "user": "zombie""#))
+            try await consumeEverything()
+            #expect(try await fixture.registry.record(app: fixture.app, token: token) == nil)
+            #expect(try await fixture.members(fixture.keys.tokens).isEmpty)
+            #expect(try await fixture.registry.deletedAt(app: fixture.app, token: token) == base + 3_000)
 
-                // Registering again after the delete works, and clears the tombstone.
-                try await fixture.publish(message(base + 4_000, #", "user": "back""#))
-                let back = try await fixture.eventuallyRecord(token) { $0 != nil }
-                #expect(back?.user == "back" && back?.registeredAt == base + 4_000)
-                #expect(try await fixture.registry.deletedAt(app: fixture.app, token: token) == nil)
-            }
+            // Registering again after the delete works, and clears the tombstone.
+            try await fixture.publish(message(base + 4_000, #", "user": "back""#))
+            try await consumeEverything()
+            let back = try await fixture.registry.record(app: fixture.app, token: token)
+            #expect(back?.user == "back" && back?.registeredAt == base + 4_000)
+            #expect(try await fixture.registry.deletedAt(app: fixture.app, token: token) == nil)
             #expect(try await fixture.amqp.queueStatus(fixture.names.dead).messages == 0)
         }
     }

@@ -57,6 +57,7 @@ import FoundationNetworking
         let status = await child.waitForExit(timeout: .seconds(15))
         #expect(status == 0, "\(child.output)")
         // JSON logs: every line is one object.
+        #expect(!child.output.isEmpty, "the service logged something")
         for line in child.output.split(separator: "\n") {
             #expect((try? JSONSerialization.jsonObject(with: Data(line.utf8))) is [String: Any], "\(line)")
         }
