@@ -371,6 +371,37 @@ struct PushRequestConsumerTests {
         }
     }
 
+    /// The broker closes push-render's connection in the middle of a fan-out (issue 18, item 4): the
+    /// request comes again after the reconnect, with delivery tags starting at 1 again, and its new
+    /// claim gets an owner never used before (``LeaseOwners``); the fan-out resumes from its progress
+    /// and every token is sent exactly once.
+    @Test func aReconnectMidFanOutSendsEveryTokenExactlyOnce() async throws {
+        // Small batches and rounds: many confirmed publishes, so the close (rabbitmqctl takes a second
+        // or so) lands in the middle.
+        let configuration = RenderConfiguration(batchSize: 10, roundTokens: 100)
+        try await withRenderFixture("reconnect", configuration: configuration) { fixture in
+            let tokens = try await fixture.registerMany(120_000, topic: "all-hands")
+            let body = #"{"id": "reconnect-1", "app": "\#(fixture.app)", "to": {"topic": "all-hands"}, "payload": {"aps": {"alert": "Meeting"}}}"#
+            try await fixture.run { _ in
+                try await fixture.publish(body)
+                try await eventually("some batches are published") {
+                    try await fixture.amqp.queueStatus(fixture.names.send.name).messages >= 100
+                }
+                let closed = try await TestServers.sharedBroker.closeConnections(matching: "render-tests")
+                #expect(closed >= 1, "the broker closed push-render's connection")
+                let progress = try await fixture.progress("reconnect-1")
+                #expect(progress["state"] != "done", "closed in the middle of the fan-out")
+                try await fixture.amqp.waitUntilConnected(timeout: .seconds(15))
+                try await fixture.waitUntilDone("reconnect-1")
+            }
+            let batches = try await fixture.drainBatches()
+            let sent = batches.flatMap(\.tokens)
+            #expect(sent.count == 120_000, "no token twice, none lost: \(sent.count)")
+            #expect(Set(sent).count == 120_000 && Set(sent) == Set(tokens.map(\.hex)))
+            #expect(try await fixture.amqp.queueStatus(fixture.names.dead).messages == 0)
+        }
+    }
+
     /// Another instance holds the request's lease (it is rendering it): this one leaves it alone and
     /// sends the request through the retry tier, to find it done later.
     @Test func aRequestAnotherInstanceHoldsGoesToTheRetryTierAndIsLaterAckedAsDone() async throws {
