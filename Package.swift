@@ -443,4 +443,4 @@ var serviceDependencies: [Target.Dependency] {
 
 // The libraries the fuzz package (Fuzz/Package.swift, `make fuzz`) links its targets against; a
 // package can only use another's targets through its products. Nothing here depends on them.
-package.products += ["PushCore", "AMQP", "PushServiceKit", "PushIngest", "PushSend"].map { .library(name: $0, targets: [$0]) }
+package.products += ["PushCore", "AMQP", "APNs", "PushServiceKit", "PushIngest", "PushSend"].map { .library(name: $0, targets: [$0]) }

@@ -27,6 +27,7 @@ let package = Package(
         fuzzTarget("fuzz-apps-file", ["PushCore"]),
         fuzzTarget("fuzz-strings-catalog", ["PushCore"]),
         fuzzTarget("fuzz-amqp-headers", ["PushCore", "AMQP", "PushServiceKit"]),
+        fuzzTarget("fuzz-apns-response", ["APNs"]),
     ]
 )
 

@@ -297,6 +297,16 @@ def amqp_headers():
     properties("retries-huge", headers={"x-push-retries": 2**62})
 
 
+def apns_responses():
+    # One byte choosing the status (0: 200, 5: 410, 7: 429, 8: 500, 9: 503, ...), then the body as APNs sends it.
+    write("fuzz-apns-response", "delivered", b"\x00")
+    write("fuzz-apns-response", "unregistered-410", b"\x05" + b'{"reason":"Unregistered","timestamp":1767225000123}')
+    write("fuzz-apns-response", "bad-device-token-400", b"\x01" + b'{"reason":"BadDeviceToken"}')
+    write("fuzz-apns-response", "expired-provider-token-403", b"\x02" + b'{"reason":"ExpiredProviderToken"}')
+    write("fuzz-apns-response", "too-many-requests-429", b"\x07" + b'{"reason":"TooManyRequests"}')
+    write("fuzz-apns-response", "not-json-503", b"\x09" + b"<html><body>Service Unavailable</body></html>")
+
+
 def main():
     push_requests()
     send_batches()
@@ -307,6 +317,7 @@ def main():
     apps_files()
     strings_catalogs()
     amqp_headers()
+    apns_responses()
     count = sum(len(files) for _, _, files in os.walk(CORPUS))
     print(f"seeds.py: {count} files under {os.path.relpath(CORPUS, ROOT)}")
 

@@ -37,6 +37,7 @@ TARGETS=(
     fuzz-apps-file
     fuzz-strings-catalog
     fuzz-amqp-headers
+    fuzz-apns-response
 )
 
 usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; }
