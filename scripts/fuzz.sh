@@ -22,7 +22,8 @@
 #                    release
 #   FUZZ_SANITIZERS  -sanitize= value (default fuzzer; fuzzer,address adds AddressSanitizer)
 #   FUZZ_JOBS        build jobs (default: swift build's, one per core)
-#   FUZZ_MAX_LEN     longest input libFuzzer makes (default 8192)
+#   FUZZ_MAX_LEN     longest input libFuzzer makes (default: the largest seed, at least 4096
+#                    bytes; 32768 for fuzz-amqp-headers)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -103,8 +104,12 @@ for target in "${selected[@]}"; do
     work=".local/fuzz/$target"
     mkdir -p "$work/corpus"
     log="$work/fuzz.log"
-    flags=(-max_total_time="$seconds" -print_final_stats=1 -timeout=10 -rss_limit_mb=2048
-        -max_len="${FUZZ_MAX_LEN:-8192}" -artifact_prefix="$work/")
+    flags=(-max_total_time="$seconds" -print_final_stats=1 -timeout=10 -rss_limit_mb=2048 -artifact_prefix="$work/")
+    # libFuzzer's own choice (the largest seed, at least 4096 bytes), but AMQP content headers get
+    # room to nest deep: a frame holds 128 KB.
+    max_len=${FUZZ_MAX_LEN:-}
+    [[ -z $max_len && $target == fuzz-amqp-headers ]] && max_len=32768
+    [[ -n $max_len ]] && flags+=(-max_len="$max_len")
     [[ -f Fuzz/Dictionaries/$target.dict ]] && flags+=(-dict="Fuzz/Dictionaries/$target.dict")
     # The run's own corpus first: libFuzzer writes new inputs only into the first directory, so the
     # committed seeds stay as they are.
