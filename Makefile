@@ -47,6 +47,16 @@ bench: deps-bench
 	  if mv -n "$$tmp" .env && [[ ! -e $$tmp ]]; then echo "wrote .env (RabbitMQ user push, a random password)"; \
 	  else rm -f "$$tmp"; echo "make: .env exists; left as it is" >&2; fi
 
+# Every fuzz target (Fuzz/: push requests, send batches, registrations, invalid-token reports, the
+# legacy forms and feedback stream, the apps file, .strings catalogs, AMQP headers) under libFuzzer
+# for FUZZ_SECONDS each (default 60), from the committed corpus; crash inputs go to .local/fuzz/.
+# `make fuzz FUZZ_TARGETS=push-request` runs one. See scripts/fuzz.sh.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?=
+.PHONY: fuzz
+fuzz:
+	@bash scripts/fuzz.sh --seconds $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
 # Stops every local RabbitMQ/Redis instance (by PID) and removes .local.
 clean-local:
 	@bash scripts/clean-local.sh

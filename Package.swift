@@ -440,3 +440,7 @@ var serviceDependencies: [Target.Dependency] {
         .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
     ]
 }
+
+// The libraries the fuzz package (Fuzz/Package.swift, `make fuzz`) links its targets against; a
+// package can only use another's targets through its products. Nothing here depends on them.
+package.products += ["PushCore", "AMQP", "APNs", "PushServiceKit", "PushIngest", "PushSend"].map { .library(name: $0, targets: [$0]) }

@@ -3,7 +3,7 @@
 # with --check reports what is not formatted (exit 1) without changing anything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-paths=(Sources Tests Benchmarks Package.swift)
+paths=(Sources Tests Benchmarks Package.swift Fuzz/Sources Fuzz/Package.swift)
 if [[ ${1:-} == --check ]]; then
     findings="$(swift format lint --strict --recursive --parallel "${paths[@]}" 2>&1 || true)"
     if [[ -n $findings ]]; then
