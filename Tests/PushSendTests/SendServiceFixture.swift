@@ -178,6 +178,14 @@ final class SendEventLog: Sendable {
         }
     }
 
+    /// Every event not taken yet.
+    func takeAll() -> [PushEvent] {
+        state.withLock { state in
+            defer { state.next = state.events.count }
+            return Array(state.events[state.next...])
+        }
+    }
+
     /// The shortest run of untaken events whose `delivered` counts reach `delivered`, or none.
     func take(untilDelivered delivered: Int) -> [PushEvent] {
         state.withLock { state in
