@@ -36,6 +36,12 @@ public struct AMQPDelivery: Sendable {
     let generation: UInt64
     let core: ConnectionCore
 
+    /// Whether the broker delivered this message before: the AMQP flag, or a quorum queue's
+    /// `x-delivery-count` (set on every return to the queue).
+    public var isRedelivery: Bool {
+        redelivered || (properties.headers["x-delivery-count"]?.intValue ?? 0) > 0
+    }
+
     /// Whether the session this delivery came on is still up, so settling it still means something.
     /// False once that connection was lost: the broker has requeued the message and delivers it
     /// again, and whatever the holder would still do for it duplicates what the redelivery does.

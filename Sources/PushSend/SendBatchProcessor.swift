@@ -298,7 +298,7 @@ public struct SendBatchProcessor: Sendable {
         let window = self.window
         let ledger = self.ledger
         let batch = decoded.batch
-        let rereadMarks = Self.isRedelivery(delivery) && !atMostOnce
+        let rereadMarks = delivery.isRedelivery && !atMostOnce
         metrics.inFlight(indices.count)
         // Unstructured on purpose: requests the batch stops waiting for (shutdown) still finish,
         // bounded by the client, and what APNs accepts after that is still marked.
@@ -369,11 +369,6 @@ public struct SendBatchProcessor: Sendable {
             }
         }
         return await collector.wait()
-    }
-
-    /// Whether the broker delivered this batch before: the AMQP flag, or quorum queues' count.
-    static func isRedelivery(_ delivery: AMQPDelivery) -> Bool {
-        delivery.redelivered || (delivery.properties.headers["x-delivery-count"]?.intValue ?? 0) > 0
     }
 
     /// What a send's result means for the token; at most once turns "maybe accepted" into `Unknown`.

@@ -84,7 +84,7 @@ public struct CrashGuard: Sendable {
 
     /// The lane of one delivery. First deliveries go together at once; a redelivery reads its mark.
     func lane(for delivery: AMQPDelivery) async -> ConsumerLane {
-        guard Self.isRedelivery(delivery) else { return .together }
+        guard delivery.isRedelivery else { return .together }
         let key = markKey(delivery)
         let verdict: CrashVerdict
         let mark: InProgressMark?
@@ -118,11 +118,6 @@ public struct CrashGuard: Sendable {
             }
             return .settled
         }
-    }
-
-    /// Whether the broker delivered this message before: the AMQP flag, or quorum queues' count.
-    static func isRedelivery(_ delivery: AMQPDelivery) -> Bool {
-        delivery.redelivered || (delivery.properties.headers["x-delivery-count"]?.intValue ?? 0) > 0
     }
 
     /// Marks `deliveries` as in progress (one round trip), runs `work`, and removes the marks again.
