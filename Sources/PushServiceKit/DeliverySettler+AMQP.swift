@@ -34,7 +34,7 @@ extension DeliverySettler {
         _ deliveries: [AMQPDelivery], _ dispositions: [DeliveryDisposition], amqp: AMQPConnection, turn: SettlementTurn?, logger: Logger
     ) async -> [SettledDelivery] {
         precondition(deliveries.count == dispositions.count, "one disposition per delivery")
-        let settlements = zip(deliveries, dispositions).map { settlement(for: $1, body: $0.body, properties: $0.properties) }
+        var settlements = zip(deliveries, dispositions).map { settlement(for: $1, body: $0.body, properties: $0.properties) }
         let settleable = deliveries.map(\.isSettleable)
         var messages: [AMQPOutboundMessage] = []
         var owners: [Int] = []
@@ -47,6 +47,24 @@ extension DeliverySettler {
         var failures = [AMQPError?](repeating: nil, count: deliveries.count)
         for (position, result) in await amqp.publish(messages).enumerated() {
             if case .failure(let error) = result, failures[owners[position]] == nil { failures[owners[position]] = error }
+        }
+        // What a delivery led to cannot be put on the wire at all (a property over AMQP's limits):
+        // trying again cannot help, so the delivery itself is dead-lettered with that reason.
+        let unpublishable = deliveries.indices.filter { failures[$0]?.code == .invalidMessage }
+        if !unpublishable.isEmpty {
+            let letters = unpublishable.map { index in
+                let reason = "\(subject) led to a message AMQP cannot carry: \(failures[index]!.message)"
+                return (index, deadLetter(body: deliveries[index].body, properties: deliveries[index].properties, reason: reason), reason)
+            }
+            for ((index, letter, reason), result) in zip(letters, await amqp.publish(letters.map(\.1))) {
+                if case .failure(let error) = result {
+                    failures[index] = error
+                } else {
+                    failures[index] = nil
+                    settlements[index] = .deadLetter(letter, reason: reason, gaveUp: false)
+                    logger.error("\(subject) dead-lettered: what it led to cannot be published", metadata: ["push.error": "\(reason)"])
+                }
+            }
         }
         let actions = deliveries.indices.map { settlements[$0].action(settleable: settleable[$0], publishFailed: failures[$0] != nil) }
         let settled = deliveries.indices.map { index -> SettledDelivery in

@@ -76,6 +76,33 @@ struct DeliverySettlerBrokerTests {
     }
 }
 
+extension DeliverySettlerBrokerTests {
+    /// A message AMQP cannot carry (a property over 255 bytes) fails alone, and retrying cannot help:
+    /// the delivery that led to it is dead-lettered with the reason instead of requeued again and again.
+    @Test func aDeliveryWhoseOutcomeAMQPCannotCarryIsDeadLetteredNotRequeued() async throws {
+        try await withSettlerFixture("unpublishable") { fixture in
+            try await fixture.publish("message", messageID: "m-0")
+            let consumer = fixture.amqp.consume(queue: fixture.names.registrations.name, prefetch: 1)
+            var iterator = consumer.makeAsyncIterator()
+            let delivery = try #require(try await iterator.next())
+            var event = AMQPOutboundMessage(exchange: fixture.names.exchange, routingKey: "dead", body: Array("event".utf8))
+            event.properties.messageID = String(repeating: "x", count: 300)
+            let settled = await fixture.settler.settle(delivery, .ackAfterPublishing([event]), amqp: fixture.amqp, logger: settlerTestLogger)
+            guard case .settled = settled.outcome, case .deadLetter(_, let reason, _) = settled.settlement else {
+                Issue.record("not dead-lettered: \(settled.outcome), \(settled.settlement)")
+                return
+            }
+            #expect(reason.contains("255"), "\(reason)")
+            consumer.cancel()
+            let dead = try await fixture.amqp.receive(from: fixture.names.dead, count: 1, timeout: .seconds(10))
+            #expect(dead[0].properties.messageID == "m-0")
+            #expect(dead[0].properties.headers[PushQueues.errorHeader]?.stringValue?.contains("cannot carry") == true)
+            #expect(try await fixture.amqp.queueStatus(fixture.names.registrations.name).messages == 0)
+            #expect(fixture.amqp.lastError == nil, "the connection never dropped")
+        }
+    }
+}
+
 // MARK: - Fixture
 
 private let settlerTestLogger = TestLogger.make("settler-tests")
