@@ -20,6 +20,8 @@ public final class ProviderTokenVerifier {
 
     private let publicKeys: [String: P256.Signing.PublicKey]
     private var cache: [String: Verdict] = [:]
+    /// Verdicts cached now (at most ``cacheLimit``).
+    var cachedVerdicts: Int { cache.count }
 
     /// What a token's text says, independent of the time it is used.
     private enum Verdict {

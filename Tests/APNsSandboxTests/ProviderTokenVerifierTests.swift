@@ -99,6 +99,8 @@ struct ProviderTokenVerifierTests {
         for issuedAt in 0..<Int64(ProviderTokenVerifier.cacheLimit * 2 + 5) {
             let token = Self.jwt(header: #"{"alg":"ES256","kid":"K"}"#, claims: #"{"iss":"T","iat":\#(Self.now - issuedAt)}"#)
             #expect(verifier.rejection(authorization: token, now: Self.now) == (issuedAt > 3600 ? .expiredProviderToken : nil))
+            #expect(verifier.cachedVerdicts <= ProviderTokenVerifier.cacheLimit)
         }
+        #expect(verifier.cachedVerdicts > 0, "verdicts are cached")
     }
 }
