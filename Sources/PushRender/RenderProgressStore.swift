@@ -10,6 +10,7 @@ public import Redis
 /// | `{prefix}:{<app>}:render:<request id>` | hash | `state` (`running`/`done`), `position` (the scan position after the last confirmed round), `scan_epoch` (the Redis `run_id` that position belongs to), `sequence` (batches published so far), `tokens`, `skipped`, `updated_at` (ms) |
 /// | `{prefix}:{<app>}:render:<request id>:lease` | string | the owning instance's id, with a TTL (``RenderConfiguration/leaseDuration``) |
 /// | `{prefix}:{<app>}:render:<request id>:rendered` | string | 8 bytes (little-endian) for each token rendered so far, its ``TokenDeduplicator`` fingerprint; read only to resume after a Redis restart; deleted when the request is done |
+/// | `{prefix}:{<app>}:render:<request id>:round` | string | the ``RoundPlan`` of the round being published: each token's mark set and slot, written before the round's batches are published, read when the request is resumed; deleted when the request is done |
 ///
 /// Both carry the app's hash tag, so each script touches one Redis Cluster slot; the hash expires
 /// ``RenderConfiguration/progressTTL`` after its last write. Every write checks the lease first, so an
@@ -30,6 +31,24 @@ public struct RenderProgressStore: Sendable {
     public func progressKey(app: String, requestID: String) -> String { "\(keyPrefix):{\(app)}:render:\(requestID)" }
     public func leaseKey(app: String, requestID: String) -> String { progressKey(app: app, requestID: requestID) + ":lease" }
     public func renderedKey(app: String, requestID: String) -> String { progressKey(app: app, requestID: requestID) + ":rendered" }
+    public func roundPlanKey(app: String, requestID: String) -> String { progressKey(app: app, requestID: requestID) + ":round" }
+
+    /// Records the plan of the round about to be published (one `SET` with the progress TTL), replacing
+    /// the previous round's.
+    func saveRoundPlan(app: String, requestID: String, plan: RoundPlan) async throws(RedisError) {
+        var command: RedisCommand = ["SET", roundPlanKey(app: app, requestID: requestID)]
+        command.append(plan.encoded)
+        command.append("EX")
+        command.append(Swift.max(1, Self.milliseconds(progressTTL) / 1000))
+        _ = try await redis.execute(command).throwingServerError()
+    }
+
+    /// The plan of the last round published (or being published), if any and readable.
+    func roundPlan(app: String, requestID: String) async throws(RedisError) -> RoundPlan? {
+        let reply = try await redis.execute(RedisCommand(["GET", roundPlanKey(app: app, requestID: requestID)]))
+        guard let bytes = reply.bytes else { return nil }
+        return RoundPlan(encoded: bytes)
+    }
 
     /// Appends the fingerprints of a round's rendered tokens (one `APPEND`, 8 bytes a token).
     public func appendRendered(app: String, requestID: String, fingerprints: [UInt64]) async throws(RedisError) {
@@ -118,6 +137,7 @@ public struct RenderProgressStore: Sendable {
             Self.saveScript,
             keys: [
                 progressKey(app: app, requestID: requestID), leaseKey(app: app, requestID: requestID), renderedKey(app: app, requestID: requestID),
+                roundPlanKey(app: app, requestID: requestID),
             ],
             args: args
         )
@@ -159,7 +179,8 @@ public struct RenderProgressStore: Sendable {
         """
     )
 
-    /// `KEYS[1]` progress hash, `KEYS[2]` lease, `KEYS[3]` rendered fingerprints (dropped when done);
+    /// `KEYS[1]` progress hash, `KEYS[2]` lease, `KEYS[3]` rendered fingerprints and `KEYS[4]` the
+    /// round plan (both dropped when done);
     /// `ARGV[1]` owner, `ARGV[2]` lease ms, `ARGV[3]` TTL s,
     /// `ARGV[4]` done (1/0), `ARGV[5…]` field/value pairs. Returns 1, or 0 when the request is already
     /// done or another owner holds the lease (an expired lease nobody took is simply ours again).
@@ -173,7 +194,7 @@ public struct RenderProgressStore: Sendable {
         redis.call('HSET', KEYS[1], unpack(fields))
         redis.call('EXPIRE', KEYS[1], ARGV[3])
         if ARGV[4] == '1' then
-          redis.call('DEL', KEYS[2], KEYS[3])
+          redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
         else
           redis.call('PEXPIRE', KEYS[2], ARGV[2])
         end

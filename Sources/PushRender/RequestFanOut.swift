@@ -53,9 +53,11 @@ enum FanOutError: Error, Sendable {
 ///    every confirm; then **save** the position after the round, the batch sequence and counts in Redis.
 ///
 /// Round k+1 is scanned and rendered while round k is being published and saved. A crash re-runs at
-/// most the round whose confirms were not yet saved: batches of earlier rounds are never re-sent; the
-/// batches of that one round may be (with the same batch ids when the registry did not change), and
-/// push-send's per-token dedupe absorbs them.
+/// most the round whose confirms were not yet saved: batches of earlier rounds are never re-sent. That
+/// one round's ``RoundPlan`` (each token's mark set and slot) is in Redis before its first batch is
+/// published; the resumed fan-out puts every token the plan knows back into its mark set and slot,
+/// so push-send's dedupe marks skip what APNs accepted, even when the registry changed in between
+/// and the round's batches came out different.
 final class RequestFanOut {
     private let request: PushRequest
     private let dependencies: FanOutDependencies
@@ -63,6 +65,8 @@ final class RequestFanOut {
     private let lookup: DeviceLookup
     private let variants: VariantTable
     private var deduplicator = TokenDeduplicator()
+    /// Where the round a crash interrupted placed its tokens (empty when nothing was interrupted).
+    private var carried = RoundPlan(startSequence: 0)
     private let logger: Logger
     /// The most tokens one round held (scanned, not yet published): the fan-out's memory bound.
     private(set) var largestRoundTokens = 0
@@ -98,6 +102,8 @@ final class RequestFanOut {
         /// ``TokenDeduplicator`` fingerprints of the tokens in ``messages``, kept in Redis with the
         /// progress so a resume after a Redis restart knows what was rendered.
         var fingerprints: [UInt64] = []
+        /// Each token's mark set and slot, saved before ``messages`` are published.
+        var plan: RoundPlan
         var skippedTotal: Int { skipped.values.reduce(0, +) }
     }
 
@@ -112,6 +118,19 @@ final class RequestFanOut {
     ) async throws(FanOutError) -> FanOutOutcome {
         var totals = progress
         var position = progress.position ?? .start
+        do {
+            if let plan = try await dependencies.store.roundPlan(app: request.app.bundleID, requestID: request.id),
+                plan.startSequence >= progress.sequence
+            {
+                // A round was being published when the last owner stopped: its tokens keep their places.
+                carried = plan
+                logger.notice(
+                    "resuming a round that may have been sent in part; its tokens keep their delivery marks",
+                    metadata: ["push.batches": "\(progress.sequence)", "push.round_tokens": "\(plan.count)"])
+            }
+        } catch {
+            throw .redis(error)
+        }
         if progress.position != nil, progress.scanEpoch != scanEpoch, position.cursor != "0" {
             // The tokens rendered before (their fingerprints, saved with every round) are skipped.
             let rendered: [UInt64]
@@ -185,6 +204,11 @@ final class RequestFanOut {
         _ round: Round, progress: RenderProgress, request: PushRequest, owner: String, dependencies: FanOutDependencies
     ) async -> Result<Bool, FanOutError> {
         if !round.messages.isEmpty {
+            do {
+                try await dependencies.store.saveRoundPlan(app: request.app.bundleID, requestID: request.id, plan: round.plan)
+            } catch {
+                return .failure(.redis(error))
+            }
             let results = await dependencies.amqp.publish(round.messages)
             for result in results {
                 if case .failure(let error) = result { return .failure(.publish(error)) }
@@ -211,14 +235,23 @@ final class RequestFanOut {
     private struct GroupKey: Hashable, Comparable {
         let environment: AppConfiguration.Environment
         let variant: Int
+        /// The carried mark set (``RoundPlan``) the group's tokens keep, or nil for new batches.
+        let markSet: String?
 
         static func < (lhs: GroupKey, rhs: GroupKey) -> Bool {
-            (lhs.variant, lhs.environment.rawValue) < (rhs.variant, rhs.environment.rawValue)
+            (lhs.variant, lhs.environment.rawValue, lhs.markSet ?? "") < (rhs.variant, rhs.environment.rawValue, rhs.markSet ?? "")
         }
     }
 
+    /// The tokens of one open batch, with their fingerprints and (carried groups) slots.
+    private struct OpenBatch {
+        var tokens: [DeviceToken] = []
+        var fingerprints: [UInt64] = []
+        var slots: [Int] = []
+    }
+
     private func buildRound(from start: TargetPosition, sequence: Int) async throws(FanOutError) -> Round {
-        var round = Round(position: start, sequence: sequence)
+        var round = Round(position: start, sequence: sequence, plan: RoundPlan(startSequence: sequence))
         let roundTokens = dependencies.configuration.roundTokens
         let batchSize = dependencies.configuration.batchSize
         let lookup = self.lookup
@@ -246,13 +279,24 @@ final class RequestFanOut {
         }
         largestRoundTokens = max(largestRoundTokens, scanned)
 
-        var open: [GroupKey: [DeviceToken]] = [:]
+        var open: [GroupKey: OpenBatch] = [:]
         let createdAt = dependencies.now()
-        func close(_ key: GroupKey, _ tokens: [DeviceToken]) {
+        func close(_ key: GroupKey, _ batch: OpenBatch) {
+            let tokens = batch.tokens
             let variant = variants.variants[key.variant]
             round.sequence += 1
             let batchID = "\(request.id)/\(round.sequence)"
-            let body = variant.encoder(for: key.environment, request: request).encode(batchID: batchID, tokens: tokens, createdAt: createdAt)
+            let encoder = variant.encoder(for: key.environment, request: request)
+            let body: [UInt8]
+            if let markSet = key.markSet {
+                body = encoder.encode(batchID: batchID, tokens: tokens, createdAt: createdAt, marks: (markSet, batch.slots))
+                round.plan.add(markSet: markSet, fingerprints: batch.fingerprints, slots: batch.slots)
+            } else {
+                body = encoder.encode(batchID: batchID, tokens: tokens, createdAt: createdAt)
+                round.plan.add(
+                    markSet: SendBatch.markSet(batchID: batchID, tokens: tokens.map(\.hex)), fingerprints: batch.fingerprints,
+                    slots: Array(tokens.indices))
+            }
             round.messages.append(
                 AMQPOutboundMessage(
                     exchange: dependencies.queues.exchange,
@@ -262,7 +306,7 @@ final class RequestFanOut {
                         messageID: SendBatch.messageID(forBatchID: batchID), timestamp: UInt64(max(0, createdAt / 1000)))
                 ))
             round.tokens += tokens.count
-            for token in tokens { round.fingerprints.append(TokenDeduplicator.fingerprint(token.hex)) }
+            round.fingerprints.append(contentsOf: batch.fingerprints)
             if !variant.notification.deviceFallbackKeys.isEmpty { round.fallbackTokens += tokens.count }
             if variant.notification.truncated { round.truncatedTokens += tokens.count }
         }
@@ -277,7 +321,8 @@ final class RequestFanOut {
             }
             guard failure == nil else { continue }
             for (token, device) in zip(page.tokens, devices) {
-                guard deduplicator.insert(token) else {
+                let fingerprint = TokenDeduplicator.fingerprint(token.hex)
+                guard deduplicator.insert(fingerprint: fingerprint) else {
                     round.skipped["duplicate", default: 0] += 1
                     continue
                 }
@@ -310,9 +355,12 @@ final class RequestFanOut {
                 case .skipped(let reason):
                     round.skipped[reason.rawValue, default: 0] += 1
                 case .variant(let variant):
-                    let key = GroupKey(environment: environment, variant: variant.id)
-                    open[key, default: []].append(token)
-                    if open[key]!.count >= batchSize {
+                    let place = carried.isEmpty ? nil : carried.place(of: fingerprint)
+                    let key = GroupKey(environment: environment, variant: variant.id, markSet: place?.markSet)
+                    open[key, default: OpenBatch()].tokens.append(token)
+                    open[key]!.fingerprints.append(fingerprint)
+                    if let place { open[key]!.slots.append(place.slot) }
+                    if open[key]!.tokens.count >= batchSize {
                         close(key, open.removeValue(forKey: key)!)
                     }
                 }

@@ -149,7 +149,11 @@ struct TokenDeduplicator {
 
     /// Whether `token` is new to this fan-out (and records it).
     mutating func insert(_ token: DeviceToken) -> Bool {
-        let fingerprint = Self.fingerprint(token.hex)
+        insert(fingerprint: Self.fingerprint(token.hex))
+    }
+
+    /// ``insert(_:)`` with the token's ``fingerprint(_:)`` already computed.
+    mutating func insert(fingerprint: UInt64) -> Bool {
         if seen.contains(fingerprint) { return false }
         if seen.count < capacity {
             seen.insert(fingerprint)

@@ -28,7 +28,7 @@ public struct DecodedSendBatch: Sendable {
 
     /// Slots of one mark set (a batch holds a few hundred tokens; 2 bits each, at most 16 KiB of marks).
     static let slotLimit = 65_536
-    static let maximumMarkSetLength = 512
+    static let maximumMarkSetLength = SendBatch.maximumMarkSetBytes
 
     /// Parses a `push.send` body (``PushCore/SendBatch``) and checks what APNs would refuse anyway.
     public init(body: [UInt8]) throws(SendBatchError) {

@@ -26,6 +26,28 @@ struct FanOutPartsTests {
         #expect(tokens.suffix(5).allSatisfy { deduplicator.insert($0) }, "past the capacity only within a round")
     }
 
+    @Test func aRoundPlanSurvivesItsRedisFormAndRefusesAnythingElse() {
+        var plan = RoundPlan(startSequence: 41)
+        plan.add(markSet: "r/42#00000000000000ff", fingerprints: [1, 2, 3], slots: [0, 1, 2])
+        plan.add(markSet: "r/7#ünï", fingerprints: [UInt64.max, 9], slots: [65_535, 4])
+        plan.add(markSet: "r/42#00000000000000ff", fingerprints: [4], slots: [3])
+        #expect(plan.count == 6)
+        #expect(plan.place(of: 4)! == ("r/42#00000000000000ff", 3))
+        #expect(plan.place(of: UInt64.max)! == ("r/7#ünï", 65_535))
+        #expect(plan.place(of: 5) == nil)
+        let bytes = plan.encoded
+        #expect(RoundPlan(encoded: bytes) == plan)
+        #expect(RoundPlan(encoded: RoundPlan(startSequence: 0).encoded) == RoundPlan(startSequence: 0))
+        for cut in [0, 1, 9, 13, 20, bytes.count - 1] {
+            #expect(RoundPlan(encoded: Array(bytes.prefix(cut))) == nil, "cut at \(cut)")
+        }
+        #expect(RoundPlan(encoded: bytes + [0]) == nil, "trailing bytes")
+        #expect(RoundPlan(encoded: [2] + bytes.dropFirst()) == nil, "another version")
+        var huge = bytes
+        huge.replaceSubrange(9..<13, with: [0xff, 0xff, 0xff, 0xff])
+        #expect(RoundPlan(encoded: huge) == nil, "a count the bytes cannot hold")
+    }
+
     @Test func fingerprintsSpreadSimilarTokens() {
         var seen = Set<UInt64>()
         for index in 0..<200_000 {

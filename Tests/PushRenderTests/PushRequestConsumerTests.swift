@@ -229,6 +229,83 @@ struct PushRequestConsumerTests {
         }
     }
 
+    /// Found by `make chaos` (`kill -9` of push-render, 9,920 repeats of 100,000): the round a crash
+    /// interrupted is scanned again on resume, and when push-feedback removed tokens in between, its
+    /// tokens fell into other batches, whose mark sets push-send had never marked. The round's plan
+    /// (saved before its batches are published) puts every token back into its first mark set and slot.
+    @Test func aResumedRoundKeepsItsTokensDeliveryMarksThoughTheRegistryChanged() async throws {
+        var configuration = RenderConfiguration(batchSize: 100, roundTokens: 1000, leaseDuration: .milliseconds(500))
+        configuration.concurrency = 1
+        try await withRenderFixture("replan", configuration: configuration) { fixture in
+            let tokens = try await fixture.registerMany(5000, topic: "sale")
+            let body = #"{"id": "replan-1", "app": "\#(fixture.app)", "to": {"topic": "sale"}, "payload": {"aps": {"alert": "Sale!"}}}"#
+            let request = try PushRequest(body: Array(body.utf8), apps: fixture.apps)
+            let store = RenderProgressStore(
+                redis: fixture.redis, keyPrefix: fixture.keyPrefix, progressTTL: .seconds(600), leaseDuration: configuration.leaseDuration)
+            guard case .claimed(let fresh) = try await store.claim(app: fixture.app, requestID: request.id, owner: "crashed") else {
+                throw TestFailure("could not claim")
+            }
+            func fanOut() -> RequestFanOut {
+                RequestFanOut(
+                    request: request, renderer: NotificationRenderer(request: request, catalogs: fixture.catalogs),
+                    dependencies: FanOutDependencies(
+                        amqp: fixture.amqp, redis: fixture.redis, queues: fixture.names, configuration: fixture.configuration, store: store,
+                        metrics: RenderMetrics(), now: { 1_000 }),
+                    logger: renderTestLogger)
+            }
+            let epoch = try await store.scanEpoch()
+            // Round 1 is published and saved; round 2 is published (and sent) and saved too, but the
+            // progress is then set back to after round 1: as if the process died before saving it.
+            guard
+                case .stopped(let afterFirst) = try await fanOut().run(
+                    from: fresh, scanEpoch: epoch, owner: "crashed", shouldStop: RoundCounter(limit: 1).next)
+            else { throw TestFailure("expected a stop after round 1") }
+            let firstRound = try await fixture.drainBatches()
+            guard
+                case .stopped = try await fanOut().run(from: afterFirst, scanEpoch: epoch, owner: "crashed", shouldStop: RoundCounter(limit: 1).next)
+            else { throw TestFailure("expected a stop after round 2") }
+            let secondRound = try await fixture.drainBatches()
+            #expect(!secondRound.isEmpty)
+            #expect(try await store.save(app: fixture.app, requestID: request.id, owner: "crashed", progress: afterFirst, now: 1_000))
+            var firstPlaces: [String: String] = [:]
+            for batch in secondRound {
+                for (index, token) in batch.tokens.enumerated() { firstPlaces[token] = "\(batch.effectiveMarkSet) \(batch.slot(at: index))" }
+            }
+            // Meanwhile push-feedback removes every third token of that round.
+            var removed: Set<String> = []
+            for (index, hex) in secondRound.flatMap(\.tokens).enumerated() where index % 3 == 0 {
+                let token = try DeviceToken(normalizing: hex)
+                _ = try await fixture.redis.execute("SREM", fixture.keys.topic("sale"), hex)
+                _ = try await fixture.redis.execute("SREM", fixture.keys.tokens, hex)
+                _ = try await fixture.redis.execute("DEL", fixture.keys.record(token))
+                removed.insert(hex)
+            }
+            try await Task.sleep(for: .milliseconds(700))
+            try await fixture.run { _ in
+                try await fixture.publish(body)
+                try await fixture.waitUntilDone("replan-1")
+            }
+            let resumed = try await fixture.drainBatches()
+            var moved: [String] = []
+            var resent = 0
+            for batch in resumed {
+                for (index, token) in batch.tokens.enumerated() {
+                    guard let first = firstPlaces[token] else { continue }
+                    resent += 1
+                    if first != "\(batch.effectiveMarkSet) \(batch.slot(at: index))" { moved.append(token) }
+                }
+            }
+            #expect(resent == firstPlaces.count - removed.count, "the interrupted round is sent again (push-send's marks skip it)")
+            #expect(moved.count == 0, "tokens of the interrupted round that lost their delivery marks")
+            let all = (firstRound + resumed).flatMap(\.tokens)
+            #expect(Set(all) == Set(tokens.map(\.hex)).subtracting(removed), "every registered token is sent")
+            #expect(all.count == Set(all).count, "once")
+            #expect(
+                try await fixture.redis.execute("EXISTS", store.roundPlanKey(app: fixture.app, requestID: request.id)).integer == 0,
+                "the plan is dropped when the request is done")
+        }
+    }
+
     /// Found by `make chaos` (Redis SHUTDOWN and start mid fan-out: 21% lost, 21% twice): a restarted
     /// Redis rebuilds its sets with a new hash seed, so a saved SSCAN cursor skips some members and
     /// repeats others. A cursor of another Redis run is dropped: the part is scanned again, skipping

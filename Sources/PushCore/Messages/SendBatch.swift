@@ -72,7 +72,19 @@ public struct SendBatch: Codable, Sendable, Equatable {
     /// (push-render resuming after a crash, or after Redis lost its last second of writes, can make
     /// another `<request>/<n>` with other tokens), and another batch's marks read by slot would skip
     /// tokens that were never sent.
-    public var effectiveMarkSet: String { markSet ?? "\(batchID)#\(Self.fingerprint(tokens))" }
+    public var effectiveMarkSet: String { markSet ?? Self.markSet(batchID: batchID, tokens: tokens) }
+
+    /// The longest mark set name push-send takes (its Redis key is a little longer).
+    public static let maximumMarkSetBytes = 512
+
+    /// The mark set of a batch push-render made: `<batch id>#<fingerprint of its tokens>`, at most
+    /// ``maximumMarkSetBytes``. A request id is 128 characters, but a character can be many bytes;
+    /// a longer batch id is shortened the way ``messageID(forBatchID:)`` shortens it, so a retry that
+    /// names its mark set (``markSet``) is never refused for its length.
+    public static func markSet(batchID: String, tokens: [String]) -> String {
+        let name = batchID.utf8.count <= maximumMarkSetBytes - 17 ? batchID : messageID(forBatchID: batchID)
+        return "\(name)#\(fingerprint(tokens))"
+    }
 
     /// 16 hex digits of FNV-1a over the tokens in order.
     public static func fingerprint(_ tokens: [String]) -> String {

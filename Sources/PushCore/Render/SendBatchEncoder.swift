@@ -51,7 +51,11 @@ public struct SendBatchEncoder: Sendable {
     }
 
     /// The JSON of one fresh batch (`attempt` 0). Tokens are lowercase hex and need no escaping.
-    public func encode(batchID: String, tokens: [DeviceToken], createdAt: Int64) -> [UInt8] {
+    ///
+    /// `marks` names the mark set and slots the tokens' delivery marks live in, when that is not the
+    /// batch itself (``SendBatch/markSet``): push-render resuming a round puts a token back where the
+    /// round's first try put it.
+    public func encode(batchID: String, tokens: [DeviceToken], createdAt: Int64, marks: (markSet: String, slots: [Int])? = nil) -> [UInt8] {
         var bytes = head
         bytes.reserveCapacity(head.count + tokens.count * ((tokens.first?.hex.utf8.count ?? 64) + 3) + 96)
         bytes.append(contentsOf: #""batch_id":"#.utf8)
@@ -62,6 +66,15 @@ public struct SendBatchEncoder: Sendable {
             bytes.append(UInt8(ascii: "\""))
             bytes.append(contentsOf: token.hex.utf8)
             bytes.append(UInt8(ascii: "\""))
+        }
+        if let marks {
+            bytes.append(contentsOf: #"],"mark_set":"#.utf8)
+            JSONValue.writeString(marks.markSet, to: &bytes)
+            bytes.append(contentsOf: #","slots":["#.utf8)
+            for (index, slot) in marks.slots.enumerated() {
+                if index > 0 { bytes.append(UInt8(ascii: ",")) }
+                bytes.append(contentsOf: String(slot).utf8)
+            }
         }
         bytes.append(contentsOf: #"],"attempt":0,"created_at":"#.utf8)
         bytes.append(contentsOf: String(createdAt).utf8)

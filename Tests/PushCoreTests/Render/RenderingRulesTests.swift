@@ -128,6 +128,28 @@ struct RenderingRulesTests {
                         priority: 10, expiration: expiration, collapseID: collapseID, payload: String(decoding: payload, as: UTF8.self),
                         tokens: tokens.map(\.hex), createdAt: 1_767_225_000_123))
         }
+        let encoder = SendBatchEncoder(
+            requestID: "r", app: "com.example.game", environment: .production, pushType: "alert", priority: 5, expiration: nil, collapseID: nil,
+            payload: payload)
+        let carried = encoder.encode(batchID: "r/9", tokens: tokens, createdAt: 1, marks: (markSet: "r/4#\"x", slots: [7, 0]))
+        let decoded = try JSONDecoder().decode(SendBatch.self, from: Data(carried))
+        #expect(decoded.markSet == "r/4#\"x")
+        #expect(decoded.slots == [7, 0])
+        #expect(decoded.effectiveMarkSet == "r/4#\"x")
+        #expect(decoded.slot(at: 0) == 7)
+    }
+
+    /// A request id is 128 characters, but one character can be many bytes: the mark set a retry
+    /// names must still fit what push-send takes.
+    @Test func aBatchsMarkSetStaysWithinItsLimitWhateverTheRequestIDsBytes() {
+        let tokens = [String(repeating: "ab", count: 32)]
+        let short = SendBatch.markSet(batchID: "order-1/3", tokens: tokens)
+        #expect(short == "order-1/3#\(SendBatch.fingerprint(tokens))")
+        let heavy = String(repeating: "e\u{301}\u{302}\u{303}\u{304}", count: 128) + "/12"
+        #expect(heavy.utf8.count > SendBatch.maximumMarkSetBytes)
+        let bounded = SendBatch.markSet(batchID: heavy, tokens: tokens)
+        #expect(bounded.utf8.count <= SendBatch.maximumMarkSetBytes)
+        #expect(bounded != SendBatch.markSet(batchID: String(heavy.dropLast()) + "3", tokens: tokens), "other batch ids keep other mark sets")
     }
 }
 
