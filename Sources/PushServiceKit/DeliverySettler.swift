@@ -66,8 +66,15 @@ public struct DeliverySettler: Sendable {
                 let deadReason = "\(gaveUp): \(Self.retriesHeader) is not a retry count: \(reason)"
                 return .deadLetter(deadLetter(body: body, properties: properties, reason: deadReason), reason: deadReason, gaveUp: true)
             }
+            guard retries >= 0 else {
+                let deadReason = "\(gaveUp): \(Self.retriesHeader) is \(retries), not a retry count (0 or more): \(reason)"
+                return .deadLetter(deadLetter(body: body, properties: properties, reason: deadReason), reason: deadReason, gaveUp: true)
+            }
             guard let target = queue.retryQueue(afterRetries: retries, maximum: Self.maximumRetries) else {
-                let deadReason = "\(gaveUp) after \(retries) retries: \(reason)"
+                let deadReason =
+                    retries > Self.maximumRetries
+                    ? "\(gaveUp): \(Self.retriesHeader) is \(retries), more than the \(Self.maximumRetries) retries a delivery gets: \(reason)"
+                    : "\(gaveUp) after \(retries) retries: \(reason)"
                 return .deadLetter(deadLetter(body: body, properties: properties, reason: deadReason), reason: deadReason, gaveUp: true)
             }
             var copy = properties

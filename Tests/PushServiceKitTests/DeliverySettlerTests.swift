@@ -79,9 +79,10 @@ import Testing
 
     @Test(arguments: [
         (AMQPFieldValue.int64(10), "token registry unavailable after 10 retries: Redis down"),
-        (.int64(Int64.max), "token registry unavailable after \(Int64.max) retries: Redis down"),
-        (.int64(-1), "token registry unavailable after -1 retries: Redis down"),
-        (.int32(Int32.min), "token registry unavailable after \(Int32.min) retries: Redis down"),
+        (.int64(Int64.max), "token registry unavailable: x-push-retries is \(Int64.max), more than the 10 retries a delivery gets: Redis down"),
+        (.int64(11), "token registry unavailable: x-push-retries is 11, more than the 10 retries a delivery gets: Redis down"),
+        (.int64(-1), "token registry unavailable: x-push-retries is -1, not a retry count (0 or more): Redis down"),
+        (.int32(Int32.min), "token registry unavailable: x-push-retries is \(Int32.min), not a retry count (0 or more): Redis down"),
         (.string("3"), "token registry unavailable: x-push-retries is not a retry count: Redis down"),
         (.double(1), "token registry unavailable: x-push-retries is not a retry count: Redis down"),
         (.void, "token registry unavailable: x-push-retries is not a retry count: Redis down"),

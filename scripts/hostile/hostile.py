@@ -511,7 +511,7 @@ def retry_header_cases(q, prefix, body_for):
     for name, value, what in dead_values:
         cid = f"{prefix}-retry-{name}"
         cases.append(Case(cid, q, f"Redis read-only, {h} {what}", "dead", "retries", body_for(cid), props={"headers": {h: value}}, phase="B",
-                          note="DeliverySettler: \"… after N retries\" (N < 0 or ≥ 10) or \"x-push-retries is not a retry count\""))
+                          note="DeliverySettler: \"… after 10 retries\", \"x-push-retries is N, not a retry count\" / \"more than the 10 retries\" or \"x-push-retries is not a retry count\""))
     for name, value, what in (("zero", 0, "0"), ("zero-int8", f_kind(b"b", ">b", 0, "int8 0"), "int8 0"),
                               ("zero-timestamp", f_kind(b"T", ">Q", 0, "timestamp 0"), "timestamp 0"), ("absent", None, "absent")):
         cid = f"{prefix}-retry-{name}"
