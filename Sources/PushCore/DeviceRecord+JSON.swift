@@ -80,7 +80,7 @@ extension DeviceRecord {
 }
 
 /// Just enough of a JSON writer for ``DeviceRecord/jsonData()``: objects, strings, raw literals.
-private struct RecordJSONWriter {
+struct RecordJSONWriter {
     var bytes: [UInt8] = []
     /// Whether the current object already has a member (so the next one needs a comma).
     private var needsComma: [Bool] = []

@@ -86,7 +86,7 @@ extension DeviceRegistration {
 
     // MARK: Fields
 
-    private static func user(_ value: Any?) throws(RegistrationError) -> String? {
+    static func user(_ value: Any?) throws(RegistrationError) -> String? {
         guard let user = try optionalString(value, field: "user") else { return nil }
         if user.isEmpty {
             throw RegistrationError(.invalidField, field: "user", "must not be empty (leave it out for a device without a user)")
@@ -100,7 +100,7 @@ extension DeviceRegistration {
         return user
     }
 
-    private static func locale(_ value: Any?) throws(RegistrationError) -> String? {
+    static func locale(_ value: Any?) throws(RegistrationError) -> String? {
         guard let locale = try optionalString(value, field: "locale") else { return nil }
         let valid =
             !locale.isEmpty && locale.unicodeScalars.count <= maximumLocaleLength
@@ -190,7 +190,7 @@ extension DeviceRegistration {
 
     /// Unicode's control characters (general category Cc): exactly U+0000–U+001F and U+007F–U+009F,
     /// so no property lookup is needed.
-    private static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+    static func isControl(_ scalar: Unicode.Scalar) -> Bool {
         scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value)
     }
 
@@ -202,7 +202,7 @@ extension DeviceRegistration {
     }
 
     /// A string, or nil for a missing or `null` field; anything else is an error naming `field`.
-    private static func optionalString(_ value: Any?, field: String) throws(RegistrationError) -> String? {
+    static func optionalString(_ value: Any?, field: String) throws(RegistrationError) -> String? {
         guard let value, !(value is NSNull) else { return nil }
         guard let text = string(value) else {
             throw RegistrationError(.invalidField, field: field, "must be a string, got \(JSONKind.of(value))")

@@ -62,6 +62,12 @@ public func buildIngestApplication(
     router.put("/v1/apps/{app}/devices/{token}") { request, context in await endpoints.put(request, context: context) }
     router.get("/v1/apps/{app}/devices/{token}") { request, context in await endpoints.get(request, context: context) }
     router.delete("/v1/apps/{app}/devices/{token}") { request, context in await endpoints.delete(request, context: context) }
+    for (kind, parameter) in [("push-to-start", "attributes_type"), ("activities", "activity_id")] {
+        let path = "/v1/apps/{app}/devices/{token}/\(kind)/{\(parameter)}"
+        router.put(RouterPath(path)) { request, context in await endpoints.putActivityToken(request, context: context) }
+        router.get(RouterPath(path)) { request, context in await endpoints.getActivityToken(request, context: context) }
+        router.delete(RouterPath(path)) { request, context in await endpoints.deleteActivityToken(request, context: context) }
+    }
     router.get("/register") { request, context in await endpoints.register(request, context: context) }
     router.post("/register") { request, context in await endpoints.register(request, context: context) }
     router.post("/push_token") { request, context in await endpoints.pushToken(request, context: context) }

@@ -67,7 +67,7 @@ extension HTTPRegistrationEndpoints {
     }
 
     /// The path's app and token once the caller is authenticated for the app and within its limits.
-    private func authorizedTarget(_ request: Request, context: IngestRequestContext) async throws(IngestError) -> (AppConfiguration, DeviceToken) {
+    func authorizedTarget(_ request: Request, context: IngestRequestContext) async throws(IngestError) -> (AppConfiguration, DeviceToken) {
         let client = context.clientAddress
         let app: AppConfiguration
         let token: DeviceToken

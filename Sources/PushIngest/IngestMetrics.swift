@@ -21,6 +21,9 @@ final class IngestMetrics: Sendable {
         case delete
         case register
         case pushToken = "push_token"
+        case activityPut = "activity_put"
+        case activityGet = "activity_get"
+        case activityDelete = "activity_delete"
     }
 
     private struct Key: Hashable {

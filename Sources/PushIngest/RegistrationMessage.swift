@@ -1,3 +1,4 @@
+import Foundation
 public import PushCore
 
 /// One `push.registrations` message, decoded and checked (CONTRACT.md, "Registration HTTP API"; issue
@@ -19,25 +20,46 @@ public import PushCore
 ///   it, the moment push-ingest processes the message;
 /// - the rest: the registration fields, checked by ``PushCore/DeviceRegistration/init(json:)``.
 ///
+/// A message about one of the device's Live Activity tokens names its slot, like the HTTP path:
+///
+/// ```json
+/// {"app": "com.example.game", "token": "740f4707…", "push_to_start": "MatchAttributes", "push_token": "80a3…"}
+/// {"app": "com.example.game", "token": "740f4707…", "activity": "match-1234", "push_token": "c0ff…", "expires_at": 1767254400}
+/// {"app": "com.example.game", "token": "740f4707…", "activity": "match-1234", "op": "delete"}
+/// ```
+///
+/// and the rest is checked by ``PushCore/ActivityTokenRegistration/init(slot:json:now:)``.
+///
 /// Pure: the consumer does the I/O.
 public enum RegistrationMessage: Sendable, Equatable {
     case upsert(app: AppConfiguration, token: DeviceToken, registration: DeviceRegistration)
     case delete(app: AppConfiguration, token: DeviceToken)
+    /// A Live Activity token of the device `token`.
+    case upsertActivityToken(app: AppConfiguration, token: DeviceToken, registration: ActivityTokenRegistration)
+    case deleteActivityToken(app: AppConfiguration, token: DeviceToken, slot: ActivityTokenSlot)
 
     /// The fields a message adds to the registration body.
-    public static let envelopeFields: Set<String> = ["app", "token", "op", "registered_at"]
+    public static let envelopeFields: Set<String> = ["app", "token", "op", "registered_at", "push_to_start", "activity"]
 
     /// Decodes `body`.
     ///
     /// - Throws: ``PushCore/RegistrationError`` naming the field (`body`, `app`, `token`, `op`,
     ///   `registered_at`, `settings.alert`, …): the reason a dead-lettered message carries.
-    public init(body: [UInt8], apps: AppsFile) throws(RegistrationError) {
-        self = try Self.decode(body: body, apps: apps).message
+    public init(body: [UInt8], apps: AppsFile, now: Int64 = RegistrationMessage.wallClock()) throws(RegistrationError) {
+        self = try Self.decode(body: body, apps: apps, now: now).message
     }
+
+    /// Milliseconds since 1970 by the wall clock.
+    public static func wallClock() -> Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded()) }
 
     /// Decodes `body` and its producer's `registered_at` (nil when absent; checked against the clock
     /// by ``RegistrationEventTime/resolve(_:now:)``).
-    public static func decode(body: [UInt8], apps: AppsFile) throws(RegistrationError) -> (message: RegistrationMessage, registeredAt: Int64?) {
+    ///
+    /// `now` (ms since 1970) dates a Live Activity token's default expiry when the message has no
+    /// `registered_at`.
+    public static func decode(
+        body: [UInt8], apps: AppsFile, now: Int64 = RegistrationMessage.wallClock()
+    ) throws(RegistrationError) -> (message: RegistrationMessage, registeredAt: Int64?) {
         var object = try DeviceRegistration.decode(body: body)
         var registeredAt: Int64?
         if let value = object.removeValue(forKey: "registered_at") {
@@ -46,10 +68,10 @@ public enum RegistrationMessage: Sendable, Equatable {
             }
             registeredAt = whole
         }
-        return (try Self.message(from: &object, apps: apps), registeredAt)
+        return (try Self.message(from: &object, apps: apps, now: registeredAt ?? now), registeredAt)
     }
 
-    private static func message(from object: inout [String: Any], apps: AppsFile) throws(RegistrationError) -> RegistrationMessage {
+    private static func message(from object: inout [String: Any], apps: AppsFile, now: Int64) throws(RegistrationError) -> RegistrationMessage {
         guard let appValue = object.removeValue(forKey: "app") else {
             throw RegistrationError(.missingField, field: "app", "is required (the app's bundle id)")
         }
@@ -72,6 +94,16 @@ public enum RegistrationMessage: Sendable, Equatable {
         case let value as String: operation = value
         default: throw RegistrationError(.invalidField, field: "op", "must be \"upsert\" or \"delete\"")
         }
+        if let slot = try Self.activitySlot(from: &object) {
+            switch operation {
+            case "upsert":
+                return .upsertActivityToken(app: app, token: token, registration: try ActivityTokenRegistration(slot: slot, json: object, now: now))
+            case "delete":
+                return .deleteActivityToken(app: app, token: token, slot: slot)
+            default:
+                throw RegistrationError(.invalidField, field: "op", "must be \"upsert\" or \"delete\", got \(Self.quoted(operation))")
+            }
+        }
         switch operation {
         case "upsert":
             return .upsert(app: app, token: token, registration: try DeviceRegistration(json: object))
@@ -82,23 +114,48 @@ public enum RegistrationMessage: Sendable, Equatable {
         }
     }
 
+    /// The Live Activity token slot the message names (`push_to_start` or `activity`), if any.
+    private static func activitySlot(from object: inout [String: Any]) throws(RegistrationError) -> ActivityTokenSlot? {
+        let pushToStart = object.removeValue(forKey: "push_to_start")
+        let activity = object.removeValue(forKey: "activity")
+        switch (pushToStart, activity) {
+        case (nil, nil):
+            return nil
+        case (let type?, nil):
+            guard let type = type as? String else {
+                throw RegistrationError(.invalidField, field: "push_to_start", "must be a string (the ActivityAttributes type)")
+            }
+            return .pushToStart(attributesType: try ActivityTokenRegistration.name(type, field: "push_to_start"))
+        case (nil, let id?):
+            guard let id = id as? String else {
+                throw RegistrationError(.invalidField, field: "activity", "must be a string (the app's activity or event id)")
+            }
+            return .activity(id: try ActivityTokenRegistration.name(id, field: "activity"))
+        case (_?, _?):
+            throw RegistrationError(.invalidField, field: "activity", "a message names one slot: push_to_start or activity, not both")
+        }
+    }
+
     public var app: AppConfiguration {
         switch self {
-        case .upsert(let app, _, _), .delete(let app, _): app
+        case .upsert(let app, _, _), .delete(let app, _), .upsertActivityToken(let app, _, _), .deleteActivityToken(let app, _, _): app
         }
     }
 
+    /// The device the message is about.
     public var token: DeviceToken {
         switch self {
-        case .upsert(_, let token, _), .delete(_, let token): token
+        case .upsert(_, let token, _), .delete(_, let token), .upsertActivityToken(_, let token, _), .deleteActivityToken(_, let token, _): token
         }
     }
 
-    /// `upsert` or `delete`, for logs.
+    /// `upsert`, `delete`, `upsert_activity_token` or `delete_activity_token`, for logs.
     public var operationName: String {
         switch self {
         case .upsert: "upsert"
         case .delete: "delete"
+        case .upsertActivityToken: "upsert_activity_token"
+        case .deleteActivityToken: "delete_activity_token"
         }
     }
 

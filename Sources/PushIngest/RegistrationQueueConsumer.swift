@@ -79,7 +79,7 @@ public struct RegistrationQueueConsumer: Service {
         let message: RegistrationMessage
         let happenedAt: Int64
         do {
-            let decoded = try RegistrationMessage.decode(body: delivery.body, apps: apps)
+            let decoded = try RegistrationMessage.decode(body: delivery.body, apps: apps, now: now())
             message = decoded.message
             happenedAt = try RegistrationEventTime.resolve(decoded.registeredAt, now: now())
         } catch {
@@ -115,6 +115,19 @@ public struct RegistrationQueueConsumer: Service {
             case .delete(let app, let token):
                 let removed = try await registry.delete(app: app.bundleID, token: token, at: at)
                 logger.debug("unregistered", metadata: ["push.removed": "\(removed)"])
+            case .upsertActivityToken(let app, let device, let registration):
+                let result = try await registry.upsertActivityToken(
+                    app: app.bundleID, device: device, registration: registration, defaultEnvironment: app.environment, now: at)
+                if result.applied {
+                    logger.debug("Live Activity token registered", metadata: ["push.slot": "\(registration.slot.field)", "push.created": "\(result.created)"])
+                } else {
+                    logger.info(
+                        "ignored a Live Activity token registration older than what the registry holds",
+                        metadata: ["push.slot": "\(registration.slot.field)", "push.registered_at": "\(at)"])
+                }
+            case .deleteActivityToken(let app, let device, let slot):
+                let removed = try await registry.deleteActivityToken(app: app.bundleID, device: device, slot: slot, at: at)
+                logger.debug("Live Activity token unregistered", metadata: ["push.slot": "\(slot.field)", "push.removed": "\(removed)"])
             }
             return .ack
         } catch  where error.isRetryable {

@@ -108,8 +108,11 @@ public struct PushRequestConsumer: Service {
         let started = ContinuousClock.now
         let request: PushRequest
         let renderer: NotificationRenderer
-        do {
+        do throws(PushRequestError) {
             request = try PushRequest(body: delivery.body, apps: apps)
+            if case .channel = request.target {
+                throw PushRequestError(.invalidField, field: "to.channel", "broadcast channel sends are not supported by this push-render version")
+            }
             renderer = NotificationRenderer(request: request, catalogs: catalogs)
             try renderer.preflight()
         } catch {

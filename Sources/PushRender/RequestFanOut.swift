@@ -75,8 +75,11 @@ final class RequestFanOut {
         self.request = request
         self.dependencies = dependencies
         let keys = RegistryKeys(prefix: dependencies.configuration.keyPrefix, app: request.app.bundleID)
-        self.scanner = TargetScanner(redis: dependencies.redis, keys: keys, target: request.target, pageSize: TokenRegistry.scanBatchSize)
-        self.lookup = DeviceLookup(redis: dependencies.redis, keys: keys)
+        let scanner = TargetScanner(
+            redis: dependencies.redis, keys: keys, target: request.target, pageSize: TokenRegistry.scanBatchSize,
+            attributesType: request.attributesType)
+        self.scanner = scanner
+        self.lookup = DeviceLookup(redis: dependencies.redis, keys: keys, records: scanner.records)
         self.variants = VariantTable(renderer: renderer)
         self.logger = logger
     }
@@ -341,6 +344,8 @@ final class RequestFanOut {
                     continue
                 case .unreadable:
                     round.skipped[SkipReason.unreadableRecord.rawValue, default: 0] += 1
+                    continue
+                case .notTargeted:
                     continue
                 }
                 let entry: VariantTable.Entry

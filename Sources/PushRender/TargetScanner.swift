@@ -39,6 +39,8 @@ struct TargetScanner: Sendable {
     let keys: RegistryKeys
     let target: PushTarget
     let pageSize: Int
+    /// The payload's `attributes-type`: which push-to-start tokens a `push_to_start` target reaches.
+    var attributesType: String?
 
     /// Whether tokens come from the registry (a token without a record is then skipped) or from
     /// `to.tokens` (a token without a record is sent with the app's defaults).
@@ -50,8 +52,18 @@ struct TargetScanner: Sendable {
     func isFinished(_ position: TargetPosition) -> Bool {
         switch target {
         case .tokens(let tokens): position.part >= tokens.count
-        case .users(let users): position.part >= users.count
-        case .topic, .all: position.part >= 1
+        case .users(let users), .activity(.users(let users)), .pushToStart(.users(let users)): position.part >= users.count
+        case .topic, .all, .activity(.id), .pushToStart(.all), .channel: position.part >= 1
+        }
+    }
+
+    /// Which records the scanned tokens have: device records, or Live Activity token records.
+    var records: DeviceLookup.Records {
+        switch target {
+        case .tokens, .users, .topic, .all: .devices
+        case .activity: .activityTokens(kind: ActivityTokenSlot.activity(id: "").kind, attributesType: nil)
+        case .pushToStart: .activityTokens(kind: ActivityTokenSlot.pushToStart(attributesType: "").kind, attributesType: attributesType)
+        case .channel: .devices
         }
     }
 
@@ -66,6 +78,11 @@ struct TargetScanner: Sendable {
         case .users(let users): key = keys.user(users[position.part])
         case .topic(let topic): key = keys.topic(topic)
         case .all: key = keys.tokens
+        case .activity(.id(let id)): key = keys.activityTokens(activityID: id)
+        case .activity(.users(let users)): key = keys.activityTokens(user: users[position.part])
+        case .pushToStart(.all): key = keys.pushToStartTokens(attributesType: attributesType ?? "")
+        case .pushToStart(.users(let users)): key = keys.pushToStartTokens(user: users[position.part])
+        case .channel: return ([], TargetPosition(part: 1), 0)
         }
         let reply = try await redis.execute("SSCAN", key, position.cursor, "COUNT", String(pageSize))
         guard let elements = reply.array, elements.count == 2, let nextCursor = elements[0].string, let members = elements[1].array else {
@@ -92,18 +109,38 @@ enum LookedUpDevice: Sendable, Equatable {
     case unregistered
     /// The record exists but its `environment` is not one this system writes.
     case unreadable
+    /// A Live Activity token of another kind or attributes type than the request's (a user's
+    /// push-to-start token for another activity type): not part of the target, not counted.
+    case notTargeted
 }
 
 /// Reads the fields rendering needs (`environment`, `locale`, `alert`, `badge`, `sound`) for a page
 /// of tokens with one pipelined `HMGET` per token: one round trip per page, five small values each.
+///
+/// Live Activity tokens (``TokenRegistry/TokenRegistry/upsertActivityToken(app:device:registration:defaultEnvironment:now:)``)
+/// are read from their own records, whose `kind` and `attributes_type` must match the target; they
+/// carry no notification settings (ActivityKit has its own switch on the device).
 struct DeviceLookup: Sendable {
     let redis: any RedisCommandExecutor
     let keys: RegistryKeys
+    var records: Records = .devices
+
+    enum Records: Sendable, Equatable {
+        case devices
+        /// Activity token records of this `kind`, and of this attributes type when one is given.
+        case activityTokens(kind: String, attributesType: String?)
+    }
 
     func devices(_ tokens: [DeviceToken]) async throws(RedisError) -> [LookedUpDevice] {
         guard !tokens.isEmpty else { return [] }
-        let commands = tokens.map { token in
-            RedisCommand(["HMGET", keys.record(token), "environment", "locale", "alert", "badge", "sound"])
+        let commands: [RedisCommand]
+        switch records {
+        case .devices:
+            commands = tokens.map { token in RedisCommand(["HMGET", keys.record(token), "environment", "locale", "alert", "badge", "sound"]) }
+        case .activityTokens:
+            commands = tokens.map { token in
+                RedisCommand(["HMGET", keys.activityRecord(token), "environment", "locale", "kind", "attributes_type", "expires_at"])
+            }
         }
         let replies = try await redis.pipeline(commands)
         return try replies.map { reply throws(RedisError) in
@@ -118,6 +155,10 @@ struct DeviceLookup: Sendable {
                 return fields.allSatisfy(\.isNull) ? .unregistered : .unreadable
             }
             guard let environment = AppConfiguration.Environment(rawValue: environmentName) else { return .unreadable }
+            if case .activityTokens(let kind, let attributesType) = records {
+                guard fields[2].string == kind, attributesType == nil || fields[3].string == attributesType else { return .notTargeted }
+                return .registered(environment: environment, locale: fields[1].string, settings: NotificationSettings())
+            }
             return .registered(
                 environment: environment,
                 locale: fields[1].string,

@@ -97,13 +97,25 @@ extension TokenRegistry {
     /// or `{0, note}` (no record), `{1, updated_at}` (kept), `{2}` or `{2, user}` (removed). Like the
     /// single-token script, a record without a readable `updated_at` is removed, and a `topics` field
     /// that is not a JSON array is skipped.
+    ///
+    /// A token with no device record may be a Live Activity token (``upsertActivityToken(app:device:registration:defaultEnvironment:now:)``):
+    /// its record is removed by the same rule, from its sets and its device's slot.
     static let removeIfNotRegisteredScript = RedisScript(
-        """
+        removeActivityTokenLua + """
+
         local record, all, removed = KEYS[1], KEYS[2], KEYS[3]
         local base, token, since, note, lifetime = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
         local held = redis.call('HMGET', record, 'updated_at', 'user', 'topics')
         if not held[1] and not held[2] and not held[3] and redis.call('EXISTS', record) == 0 then
           redis.call('SREM', all, token)
+          local activity_updated = redis.call('HGET', base .. 'activity-token:' .. token, 'updated_at')
+          if activity_updated then
+            if tonumber(activity_updated) and tonumber(activity_updated) > since then return {1, activity_updated} end
+            local user = remove_activity_token(base, token)
+            if lifetime > 0 then redis.call('SET', removed, note, 'PX', lifetime) end
+            if user then return {2, user} end
+            return {2}
+          end
           if lifetime > 0 then
             local earlier = redis.call('GET', removed)
             if earlier then return {0, earlier} end

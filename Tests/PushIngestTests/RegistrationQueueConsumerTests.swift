@@ -342,3 +342,45 @@ private func withRegistrationQueueFixture(
         await redis.close()
     }
 }
+
+extension RegistrationQueueConsumerTests {
+    /// A device's Live Activity tokens arrive on `push.registrations` too (issue 13): a push-to-start
+    /// token, an activity's update token, and the activity's end; a message naming both slots is dead-lettered.
+    @Test func liveActivityTokensAreRegisteredAndRemovedFromTheQueue() async throws {
+        try await withRegistrationQueueFixture("activity") { fixture in
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            fixture.clock.set(now)
+            let device = fixture.token(10)
+            let start = fixture.token(11)
+            let update = fixture.token(12)
+            let slot = ActivityTokenSlot.activity(id: "match-1234")
+            try await fixture.run { _ in
+                try await fixture.publish(#"{"app": "\#(fixture.app)", "token": "\#(device.hex)", "user": "carol", "locale": "fr-FR"}"#)
+                _ = try await fixture.eventuallyRecord(device) { $0 != nil }
+                try await fixture.publish(
+                    #"{"app": "\#(fixture.app)", "token": "\#(device.hex)", "push_to_start": "MatchAttributes", "push_token": "\#(start.hex)"}"#)
+                try await fixture.publish(
+                    #"{"app": "\#(fixture.app)", "token": "\#(device.hex)", "activity": "match-1234", "push_token": "\#(update.hex)", "expires_at": \#(now / 1000 + 3600)}"#
+                )
+                try await eventually("both tokens are stored") {
+                    let pts = try await fixture.registry.activityToken(
+                        app: fixture.app, device: device, slot: .pushToStart(attributesType: "MatchAttributes"))
+                    let activity = try await fixture.registry.activityToken(app: fixture.app, device: device, slot: slot)
+                    return pts?.pushToken == start && pts?.user == "carol" && activity?.pushToken == update && activity?.locale == "fr-FR"
+                        && activity?.expiresAt == (now / 1000 + 3600) * 1000
+                }
+                #expect(try await fixture.members(fixture.keys.activityTokens(activityID: "match-1234")) == [update.hex])
+                fixture.clock.set(now + 1_000)
+                try await fixture.publish(#"{"app": "\#(fixture.app)", "token": "\#(device.hex)", "activity": "match-1234", "op": "delete"}"#)
+                try await eventually("the activity's token is gone") {
+                    try await fixture.registry.activityToken(app: fixture.app, device: device, slot: slot) == nil
+                }
+                #expect(try await fixture.members(fixture.keys.activityTokens(activityID: "match-1234")).isEmpty)
+                try await fixture.publish(
+                    #"{"app": "\#(fixture.app)", "token": "\#(device.hex)", "activity": "m", "push_to_start": "T", "push_token": "\#(update.hex)"}"#)
+                let dead = try await fixture.receive(from: fixture.names.dead, count: 1)
+                #expect(dead[0].properties.headers[PushQueues.errorHeader]?.stringValue?.hasPrefix("activity:") == true, "names the field")
+            }
+        }
+    }
+}

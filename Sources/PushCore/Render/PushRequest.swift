@@ -51,6 +51,51 @@ public enum PushTarget: Sendable, Equatable {
     case topic(String)
     /// `{"all": true}`: every device of the app.
     case all
+    /// `{"activity": "<id>"}` or `{"activity": {"users": […]}}`: the update tokens of Live Activities
+    /// (registered per activity with the app's own activity or event id), for `update` and `end`.
+    case activity(ActivityAudience)
+    /// `{"push_to_start": {"users": […]}}` or `{"push_to_start": {"all": true}}`: the push-to-start
+    /// tokens of the payload's `attributes-type`, for `start`.
+    case pushToStart(PushToStartAudience)
+    /// `{"channel": "<channel id>"}`: one broadcast on an iOS 18 broadcast channel, however many
+    /// devices listen (`update` and `end`).
+    case channel(String)
+
+    /// The `to` key naming this target, for messages.
+    public var name: String {
+        switch self {
+        case .tokens: "tokens"
+        case .users: "users"
+        case .topic: "topic"
+        case .all: "all"
+        case .activity: "activity"
+        case .pushToStart: "push_to_start"
+        case .channel: "channel"
+        }
+    }
+
+    /// Whether the target reaches Live Activity tokens (or a channel) rather than devices: only a
+    /// `liveactivity` push can go there.
+    public var isLiveActivityTarget: Bool {
+        switch self {
+        case .activity, .pushToStart, .channel: true
+        case .tokens, .users, .topic, .all: false
+        }
+    }
+}
+
+/// Whose update tokens an `activity` target reaches.
+public enum ActivityAudience: Sendable, Equatable {
+    /// Every update token registered for this activity id (on any device).
+    case id(String)
+    /// Every update token of these users' activities.
+    case users([String])
+}
+
+/// Whose push-to-start tokens a `push_to_start` target reaches; the attributes type is the payload's.
+public enum PushToStartAudience: Sendable, Equatable {
+    case users([String])
+    case all
 }
 
 /// Where localisation keys are resolved (`localize`).
@@ -173,6 +218,7 @@ extension PushRequest {
         }
         let type = pushType ?? Self.inferPushType(for: payload)
         try Self.checkCombination(payload: payload, pushType: type, explicit: pushType != nil)
+        try Self.checkTarget(target, payload: payload, pushType: type)
         let resolvedPriority = priority ?? type.defaultPriority
         guard type.allowedPriorities.contains(resolvedPriority) else {
             throw PushRequestError(
@@ -191,6 +237,40 @@ extension PushRequest {
         if payload.isContentAvailable, !payload.hasAlert, !payload.hasBadge, !payload.hasSound { return .background }
         return .alert
     }
+
+    /// The most characters an activity id, attributes type or channel id may have.
+    public static let maximumActivityFieldLength = 256
+
+    /// The rules that tie the target to the push type and the Live Activity event: activity tokens
+    /// update and end the activity they belong to, push-to-start tokens only start one (Apple:
+    /// "Starting and updating Live Activities with ActivityKit push notifications"), and a channel
+    /// carries updates and ends of the activities that subscribed to it.
+    static func checkTarget(_ target: PushTarget, payload: NotificationPayload, pushType: PushType) throws(PushRequestError) {
+        guard target.isLiveActivityTarget else { return }
+        let field = "to.\(target.name)"
+        guard pushType == .liveactivity else {
+            throw PushRequestError(.invalidCombination, field: field, "is for Live Activity pushes (push_type liveactivity), got \(pushType)")
+        }
+        let event = payload.json["aps"]?["event"]?.stringValue ?? ""
+        switch target {
+        case .pushToStart:
+            guard event == "start" else {
+                throw PushRequestError(
+                    .invalidCombination, field: "payload.aps.event", "must be start for push-to-start tokens (got \(event)); update tokens take update and end")
+            }
+        case .activity, .channel:
+            guard event == "update" || event == "end" else {
+                throw PushRequestError(
+                    .invalidCombination, field: "payload.aps.event",
+                    "must be update or end for \(target.name == "channel" ? "a channel" : "activity update tokens") (got \(event)); start a Live Activity with to.push_to_start")
+            }
+        case .tokens, .users, .topic, .all:
+            break
+        }
+    }
+
+    /// The payload's `aps.attributes-type` (a `start` event's), which picks the push-to-start tokens.
+    public var attributesType: String? { payload.json["aps"]?["attributes-type"]?.stringValue }
 
     /// The rules that tie the payload to the push type.
     static func checkCombination(payload: NotificationPayload, pushType: PushType, explicit: Bool) throws(PushRequestError) {
@@ -293,10 +373,14 @@ extension PushRequest {
         text.unicodeScalars.contains { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) }
     }
 
+    static let targetNames = "tokens, users, topic, all, activity, push_to_start, channel"
+
     private static func target(_ value: JSONValue?) throws(PushRequestError) -> PushTarget {
         guard let value else {
             throw PushRequestError(
-                .missingField, field: "to", "is required: {\"tokens\": […]}, {\"users\": […]}, {\"topic\": \"…\"} or {\"all\": true}")
+                .missingField, field: "to",
+                "is required: {\"tokens\": […]}, {\"users\": […]}, {\"topic\": \"…\"}, {\"all\": true}, {\"activity\": \"…\"}, {\"push_to_start\": {…}} or {\"channel\": \"…\"}"
+            )
         }
         guard case .object(let members) = value else {
             throw PushRequestError(.invalidField, field: "to", "must be an object, got \(value.kindDescription)")
@@ -304,7 +388,7 @@ extension PushRequest {
         guard members.count == 1, let member = members.first else {
             throw PushRequestError(
                 .invalidField, field: "to",
-                "must name exactly one of tokens, users, topic, all (got \(members.isEmpty ? "none" : members.map(\.key).joined(separator: ", ")))")
+                "must name exactly one of \(targetNames) (got \(members.isEmpty ? "none" : members.map(\.key).joined(separator: ", ")))")
         }
         let field = "to.\(member.key)"
         switch member.key {
@@ -333,22 +417,7 @@ extension PushRequest {
             }
             return .tokens(tokens)
         case "users":
-            guard case .array(let values) = member.value, !values.isEmpty else {
-                throw PushRequestError(.invalidField, field: field, "must be a non-empty array of user ids")
-            }
-            guard values.count <= maximumUserCount else {
-                throw PushRequestError(.invalidField, field: field, "lists \(values.count) users; at most \(maximumUserCount)")
-            }
-            var users: [String] = []
-            var seen: Set<String> = []
-            for (index, element) in values.enumerated() {
-                guard case .string(let user) = element, !user.isEmpty else {
-                    throw PushRequestError(
-                        .invalidField, field: "\(field)[\(index)]", "must be a non-empty string, got \(NotificationPayload.describe(element))")
-                }
-                if seen.insert(user).inserted { users.append(user) }
-            }
-            return .users(users)
+            return .users(try users(member.value, field: field))
         case "topic":
             guard case .string(let topic) = member.value, !topic.isEmpty else {
                 throw PushRequestError(.invalidField, field: field, "must be a non-empty string, got \(NotificationPayload.describe(member.value))")
@@ -359,8 +428,69 @@ extension PushRequest {
                 throw PushRequestError(.invalidField, field: field, "must be true, got \(NotificationPayload.describe(member.value))")
             }
             return .all
+        case "activity":
+            if case .string = member.value { return .activity(.id(try activityField(member.value, field: field))) }
+            let (key, value, inner) = try audience(member.value, field: field, expected: ["id", "users"])
+            return key == "id" ? .activity(.id(try activityField(value, field: inner))) : .activity(.users(try users(value, field: inner)))
+        case "push_to_start":
+            let (key, value, inner) = try audience(member.value, field: field, expected: ["users", "all"])
+            if key == "users" { return .pushToStart(.users(try users(value, field: inner))) }
+            guard case .bool(true) = value else {
+                throw PushRequestError(.invalidField, field: inner, "must be true, got \(NotificationPayload.describe(value))")
+            }
+            return .pushToStart(.all)
+        case "channel":
+            return .channel(try activityField(member.value, field: field))
         default:
-            throw PushRequestError(.invalidField, field: field, "is not a target (expected one of tokens, users, topic, all)")
+            throw PushRequestError(.invalidField, field: field, "is not a target (expected one of \(targetNames))")
         }
+    }
+
+    /// A list of user ids: non-empty strings, at most ``maximumUserCount``, repeats dropped.
+    private static func users(_ value: JSONValue, field: String) throws(PushRequestError) -> [String] {
+        guard case .array(let values) = value, !values.isEmpty else {
+            throw PushRequestError(.invalidField, field: field, "must be a non-empty array of user ids")
+        }
+        guard values.count <= maximumUserCount else {
+            throw PushRequestError(.invalidField, field: field, "lists \(values.count) users; at most \(maximumUserCount)")
+        }
+        var users: [String] = []
+        var seen: Set<String> = []
+        for (index, element) in values.enumerated() {
+            guard case .string(let user) = element, !user.isEmpty else {
+                throw PushRequestError(
+                    .invalidField, field: "\(field)[\(index)]", "must be a non-empty string, got \(NotificationPayload.describe(element))")
+            }
+            if seen.insert(user).inserted { users.append(user) }
+        }
+        return users
+    }
+
+    /// An activity id or channel id: 1–``maximumActivityFieldLength`` characters, no control characters.
+    private static func activityField(_ value: JSONValue, field: String) throws(PushRequestError) -> String {
+        guard case .string(let text) = value, !text.isEmpty else {
+            throw PushRequestError(.invalidField, field: field, "must be a non-empty string, got \(NotificationPayload.describe(value))")
+        }
+        guard text.count <= maximumActivityFieldLength, !containsControlCharacters(text) else {
+            throw PushRequestError(
+                .invalidField, field: field, "must be at most \(maximumActivityFieldLength) characters without control characters (got \(text.count))")
+        }
+        return text
+    }
+
+    /// The one member of an audience object (`{"users": […]}`), checked against `expected`.
+    private static func audience(
+        _ value: JSONValue, field: String, expected: [String]
+    ) throws(PushRequestError) -> (key: String, value: JSONValue, field: String) {
+        let shapes = expected.map { "{\"\($0)\": …}" }.joined(separator: " or ")
+        guard case .object(let members) = value else {
+            throw PushRequestError(.invalidField, field: field, "must be \(shapes), got \(value.kindDescription)")
+        }
+        guard members.count == 1, let member = members.first, expected.contains(member.key) else {
+            throw PushRequestError(
+                .invalidField, field: field,
+                "must name exactly one of \(expected.joined(separator: ", ")) (got \(members.isEmpty ? "none" : members.map(\.key).joined(separator: ", ")))")
+        }
+        return (member.key, member.value, "\(field).\(member.key)")
     }
 }

@@ -61,7 +61,7 @@ struct PushRequestDecodingTests {
         (#"{"id": "a", "app": "com.example.game", "payload": {"aps": {"alert": "x"}}}"#, "to: is required"),
         (
             #"{"id": "a", "app": "com.example.game", "to": {"all": true, "topic": "x"}, "payload": {"aps": {"alert": "x"}}}"#,
-            "to: must name exactly one of tokens, users, topic, all (got all, topic)"
+            "to: must name exactly one of tokens, users, topic, all, activity, push_to_start, channel (got all, topic)"
         ),
         (#"{"id": "a", "app": "com.example.game", "to": {"all": false}, "payload": {"aps": {"alert": "x"}}}"#, "to.all: must be true"),
         (

@@ -1,0 +1,142 @@
+import Foundation
+import PushCore
+import Redis
+import TestSupport
+import Testing
+import TokenRegistry
+
+/// Live Activity tokens beside the device records, against the shared test Redis (issue 13, item 1).
+@Suite("Live Activity tokens in the registry", .timeLimit(.minutes(2)))
+struct ActivityTokenRegistryTests {
+    static let match = ActivityTokenSlot.pushToStart(attributesType: "MatchAttributes")
+
+    /// Runs `body` with a registry, an app of its own and a registered device of alice's; removes the app's keys after.
+    func withDevice(_ name: String, _ body: (TokenRegistry, String, DeviceToken, RedisClient) async throws -> Void) async throws {
+        let redis = try await RegistryTesting.client()
+        let registry = TokenRegistry(redis: redis)
+        let app = RegistryTesting.uniqueApp(name)
+        let device = RegistryTesting.token(1)
+        _ = try await registry.upsert(
+            app: app, token: device, registration: DeviceRegistration(user: "alice", locale: "de-DE", environment: .sandbox),
+            defaultEnvironment: .production, now: 1_000)
+        do {
+            try await body(registry, app, device, redis)
+        } catch {
+            try? await RegistryTesting.cleanUp(redis, app: app)
+            await redis.close()
+            throw error
+        }
+        try await RegistryTesting.cleanUp(redis, app: app)
+        await redis.close()
+    }
+
+    @Test func aPushToStartTokenTakesTheDevicesUserLocaleAndEnvironmentAndJoinsItsSets() async throws {
+        try await withDevice("pts") { registry, app, device, redis in
+            let keys = registry.keys(app: app)
+            let token = RegistryTesting.token(2)
+            let stored = try await registry.upsertActivityToken(
+                app: app, device: device, registration: ActivityTokenRegistration(slot: Self.match, pushToken: token), defaultEnvironment: .production,
+                now: 2_000)
+            #expect(stored.created && stored.applied)
+            #expect(stored.record.user == "alice" && stored.record.locale == "de-DE" && stored.record.environment == .sandbox)
+            #expect(try await registry.activityToken(app: app, device: device, slot: Self.match) == stored.record)
+            #expect(try await RegistryTesting.members(redis, keys.pushToStartTokens(attributesType: "MatchAttributes")) == [token.hex])
+            #expect(try await RegistryTesting.members(redis, keys.pushToStartTokens(user: "alice")) == [token.hex])
+            #expect(try await redis.execute("TTL", keys.activityRecord(token)).integer == -1, "no expiry by time")
+            #expect(try await RegistryTesting.members(redis, keys.tokens) == [device.hex], "not a device of the app")
+
+            // ActivityKit hands out a new token: it replaces the old one in the slot and in every set.
+            let renewed = RegistryTesting.token(3)
+            let replaced = try await registry.upsertActivityToken(
+                app: app, device: device, registration: ActivityTokenRegistration(slot: Self.match, pushToken: renewed, user: "bob"),
+                defaultEnvironment: .production, now: 3_000)
+            #expect(replaced.created, "the new token had no record")
+            #expect(replaced.record.user == "bob", "the registration's own user wins over the device's")
+            #expect(try await RegistryTesting.members(redis, keys.pushToStartTokens(attributesType: "MatchAttributes")) == [renewed.hex])
+            #expect(try await RegistryTesting.members(redis, keys.pushToStartTokens(user: "alice")) == [])
+            #expect(try await RegistryTesting.members(redis, keys.pushToStartTokens(user: "bob")) == [renewed.hex])
+            #expect(!(try await RegistryTesting.exists(redis, keys.activityRecord(token))))
+
+            // An older registration arriving late changes nothing.
+            let late = try await registry.upsertActivityToken(
+                app: app, device: device, registration: ActivityTokenRegistration(slot: Self.match, pushToken: token), defaultEnvironment: .production,
+                now: 2_500)
+            #expect(!late.applied)
+            #expect(try await registry.activityToken(app: app, device: device, slot: Self.match)?.pushToken == renewed)
+        }
+    }
+
+    @Test func anUpdateTokenExpiresWithItsActivityAndSoDoItsSets() async throws {
+        try await withDevice("update") { registry, app, device, redis in
+            let keys = registry.keys(app: app)
+            let token = RegistryTesting.token(4)
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            let slot = ActivityTokenSlot.activity(id: "match-1234")
+            let stored = try await registry.upsertActivityToken(
+                app: app, device: device,
+                registration: ActivityTokenRegistration(slot: slot, pushToken: token, attributesType: "MatchAttributes", expiresAt: now + 60_000),
+                defaultEnvironment: .production, now: now)
+            #expect(stored.record.expiresAt == now + 60_000)
+            #expect(try await RegistryTesting.members(redis, keys.activityTokens(activityID: "match-1234")) == [token.hex])
+            #expect(try await RegistryTesting.members(redis, keys.activityTokens(user: "alice")) == [token.hex])
+            for key in [keys.activityRecord(token), keys.activityTokens(activityID: "match-1234"), keys.activityTokens(user: "alice")] {
+                let ttl = try #require(try await redis.execute("PTTL", key).integer)
+                #expect(ttl > 50_000 && ttl <= 60_000, "\(key) expires with the activity: \(ttl) ms")
+            }
+            // A second device's token for the same activity keeps the set alive as long as it lives.
+            let other = RegistryTesting.token(5)
+            _ = try await registry.upsertActivityToken(
+                app: app, device: RegistryTesting.token(6), registration: ActivityTokenRegistration(slot: slot, pushToken: other, expiresAt: now + 120_000),
+                defaultEnvironment: .production, now: now)
+            let setTTL = try #require(try await redis.execute("PTTL", keys.activityTokens(activityID: "match-1234")).integer)
+            #expect(setTTL > 110_000)
+            // The activity ends on the first device: its slot is emptied, the other device's token stays.
+            #expect(try await registry.deleteActivityToken(app: app, device: device, slot: slot, at: now + 1))
+            #expect(try await registry.activityToken(app: app, device: device, slot: slot) == nil)
+            #expect(try await RegistryTesting.members(redis, keys.activityTokens(activityID: "match-1234")) == [other.hex])
+            #expect(!(try await registry.deleteActivityToken(app: app, device: device, slot: slot, at: now + 2)), "idempotent")
+            // A registration from before the deletion, redelivered, does not bring it back.
+            let revived = try await registry.upsertActivityToken(
+                app: app, device: device, registration: ActivityTokenRegistration(slot: slot, pushToken: token, expiresAt: now + 60_000),
+                defaultEnvironment: .production, now: now)
+            #expect(!revived.applied)
+            #expect(try await registry.activityToken(app: app, device: device, slot: slot) == nil)
+        }
+    }
+
+    @Test func aDeviceWithoutARecordGetsTheAppsEnvironment() async throws {
+        try await withDevice("bare") { registry, app, _, _ in
+            let stranger = RegistryTesting.token(7)
+            let stored = try await registry.upsertActivityToken(
+                app: app, device: stranger, registration: ActivityTokenRegistration(slot: Self.match, pushToken: RegistryTesting.token(8)),
+                defaultEnvironment: .production, now: 1_000)
+            #expect(stored.record.environment == .production)
+            #expect(stored.record.user == nil && stored.record.locale == nil)
+        }
+    }
+
+    @Test func feedbackRemovesAnActivityTokenByTheInvalidTokenRule() async throws {
+        try await withDevice("feedback") { registry, app, device, redis in
+            let keys = registry.keys(app: app)
+            let token = RegistryTesting.token(9)
+            _ = try await registry.upsertActivityToken(
+                app: app, device: device, registration: ActivityTokenRegistration(slot: Self.match, pushToken: token), defaultEnvironment: .production,
+                now: 5_000)
+            // Reported invalid before it was registered: kept.
+            let early = try await registry.removeIfNotRegistered(
+                [InvalidTokenReport(app: app, token: token, reason: "Unregistered", invalidSince: 4_000)], now: 6_000, noteLifetime: .seconds(60))
+            #expect(try early[0].get() == .keptRegisteredAfter(5_000))
+            let removed = try await registry.removeIfNotRegistered(
+                [InvalidTokenReport(app: app, token: token, reason: "Unregistered", invalidSince: 5_000)], now: 6_000, noteLifetime: .seconds(60))
+            #expect(try removed[0].get() == .removed(user: "alice"))
+            #expect(try await registry.activityToken(app: app, device: device, slot: Self.match) == nil)
+            #expect(try await RegistryTesting.members(redis, keys.pushToStartTokens(attributesType: "MatchAttributes")) == [])
+            #expect(try await RegistryTesting.members(redis, keys.pushToStartTokens(user: "alice")) == [])
+            #expect(try await registry.record(app: app, token: device) != nil, "the device itself stays")
+            let again = try await registry.removeIfNotRegistered(
+                [InvalidTokenReport(app: app, token: token, reason: "Unregistered", invalidSince: 5_000)], now: 6_500, noteLifetime: .seconds(60))
+            guard case .notFound(let earlier?) = try again[0].get() else { throw TestFailure("expected the removal note: \(again)") }
+            #expect(earlier.reason == "Unregistered")
+        }
+    }
+}
