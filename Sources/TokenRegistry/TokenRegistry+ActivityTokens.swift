@@ -151,6 +151,18 @@ extension TokenRegistry {
         end
         """
 
+    /// Shared Lua (after ``removeActivityTokenLua``): removes every Live Activity token of the device
+    /// `device_hex` and its slots hash, when the device itself is deleted or reported invalid (an app
+    /// that is gone from the device has no running activities either).
+    static let removeDeviceActivityTokensLua = """
+        local function remove_device_activity_tokens(base, device_hex)
+          local slots = base .. 'device-activities:' .. device_hex
+          local held = redis.call('HGETALL', slots)
+          for i = 2, #held, 2 do remove_activity_token(base, held[i]) end
+          redis.call('DEL', slots)
+        end
+        """
+
     /// Upsert of an activity token. `KEYS[1]` its record, `KEYS[2]` the device's slots, `KEYS[3]` the
     /// device's record; `ARGV`: base, token, now (ms), slot field, kind, attributes type, activity id,
     /// user, locale, environment (each `""` when not given), the app's environment, expires at (ms or

@@ -101,7 +101,7 @@ extension TokenRegistry {
     /// A token with no device record may be a Live Activity token (``upsertActivityToken(app:device:registration:defaultEnvironment:now:)``):
     /// its record is removed by the same rule, from its sets and its device's slot.
     static let removeIfNotRegisteredScript = RedisScript(
-        removeActivityTokenLua + """
+        removeActivityTokenLua + "\n" + removeDeviceActivityTokensLua + """
 
         local record, all, removed = KEYS[1], KEYS[2], KEYS[3]
         local base, token, since, note, lifetime = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
@@ -136,6 +136,7 @@ extension TokenRegistry {
           end
         end
         redis.call('SREM', all, token)
+        remove_device_activity_tokens(base, token)
         redis.call('DEL', record)
         if lifetime > 0 then redis.call('SET', removed, note, 'PX', lifetime) end
         if held[2] then return {2, held[2]} end

@@ -84,7 +84,7 @@ extension TokenRegistry {
     /// from before the deletion that arrives late cannot revive the device. Returns 1 if there was a
     /// record, 0 if not.
     static let deleteScript = RedisScript(
-        leaveIndexSetsLua + """
+        leaveIndexSetsLua + "\n" + removeActivityTokenLua + "\n" + removeDeviceActivityTokensLua + """
 
             local record, all = KEYS[1], KEYS[2]
             local base, token, at, lifetime = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
@@ -92,6 +92,7 @@ extension TokenRegistry {
             if updated_at and updated_at > at then return 2 end
             leave_index_sets(record, base, token, false, {})
             redis.call('SREM', all, token)
+            remove_device_activity_tokens(base, token)
             local gone = base .. 'gone:' .. token
             local deleted_at = tonumber(redis.call('GET', gone))
             if not deleted_at or at > deleted_at then redis.call('SET', gone, ARGV[3], 'EX', lifetime) end
@@ -104,7 +105,7 @@ extension TokenRegistry {
     /// ``deleteScript`` (tombstone at that moment, lifetime `ARGV[4]` s) and returned (`{2, {field, value, …}}`); `{0}` when there is no record. A record
     /// without a readable `updated_at` cannot prove a newer registration, so it is removed.
     static let deleteIfNotRegisteredScript = RedisScript(
-        leaveIndexSetsLua + """
+        leaveIndexSetsLua + "\n" + removeActivityTokenLua + "\n" + removeDeviceActivityTokensLua + """
 
             local record, all = KEYS[1], KEYS[2]
             local base, token, since, lifetime = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
@@ -119,6 +120,7 @@ extension TokenRegistry {
             local fields = redis.call('HGETALL', record)
             leave_index_sets(record, base, token, false, {})
             redis.call('SREM', all, token)
+            remove_device_activity_tokens(base, token)
             redis.call('DEL', record)
             local gone = base .. 'gone:' .. token
             local deleted_at = tonumber(redis.call('GET', gone))

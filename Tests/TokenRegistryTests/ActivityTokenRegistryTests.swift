@@ -115,6 +115,40 @@ struct ActivityTokenRegistryTests {
         }
     }
 
+    @Test func aDeviceDeletedOrReportedInvalidTakesItsActivityTokensAlong() async throws {
+        try await withDevice("cascade") { registry, app, device, redis in
+            let keys = registry.keys(app: app)
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            func addTokens(to device: DeviceToken, seed: Int) async throws -> [DeviceToken] {
+                let start = RegistryTesting.token(seed)
+                let update = RegistryTesting.token(seed + 1)
+                _ = try await registry.upsertActivityToken(
+                    app: app, device: device, registration: ActivityTokenRegistration(slot: Self.match, pushToken: start),
+                    defaultEnvironment: .production, now: now)
+                _ = try await registry.upsertActivityToken(
+                    app: app, device: device, registration: ActivityTokenRegistration(slot: .activity(id: "m"), pushToken: update, expiresAt: now + 60_000),
+                    defaultEnvironment: .production, now: now)
+                return [start, update]
+            }
+            let first = try await addTokens(to: device, seed: 20)
+            #expect(try await registry.delete(app: app, token: device, at: now + 1))
+            for token in first { #expect(!(try await RegistryTesting.exists(redis, keys.activityRecord(token)))) }
+            #expect(!(try await RegistryTesting.exists(redis, keys.deviceActivities(device))))
+            #expect(try await RegistryTesting.members(redis, keys.pushToStartTokens(attributesType: "MatchAttributes")) == [])
+            #expect(try await RegistryTesting.members(redis, keys.activityTokens(activityID: "m")) == [])
+
+            let second = RegistryTesting.token(30)
+            _ = try await registry.upsert(
+                app: app, token: second, registration: DeviceRegistration(user: "dave"), defaultEnvironment: .production, now: now)
+            let tokens = try await addTokens(to: second, seed: 31)
+            let outcome = try await registry.removeIfNotRegistered(
+                [InvalidTokenReport(app: app, token: second, reason: "Unregistered", invalidSince: now + 5)], now: now + 6, noteLifetime: nil)
+            #expect(try outcome[0].get() == .removed(user: "dave"))
+            for token in tokens { #expect(!(try await RegistryTesting.exists(redis, keys.activityRecord(token)))) }
+            #expect(try await RegistryTesting.members(redis, keys.pushToStartTokens(user: "dave")) == [])
+        }
+    }
+
     @Test func feedbackRemovesAnActivityTokenByTheInvalidTokenRule() async throws {
         try await withDevice("feedback") { registry, app, device, redis in
             let keys = registry.keys(app: app)
