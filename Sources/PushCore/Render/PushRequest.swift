@@ -219,6 +219,14 @@ extension PushRequest {
         let type = pushType ?? Self.inferPushType(for: payload)
         try Self.checkCombination(payload: payload, pushType: type, explicit: pushType != nil)
         try Self.checkTarget(target, payload: payload, pushType: type)
+        if type == .liveactivity {
+            // Apple: "Certificate-based authentication is not supported for these APNs pushes."
+            guard case .token = app.apns else {
+                throw PushRequestError(
+                .invalidCombination, field: "push_type",
+                    "liveactivity pushes need token-based authentication; app \(PushRequestError.quoted(app.bundleID)) uses a certificate")
+            }
+        }
         let resolvedPriority = priority ?? type.defaultPriority
         guard type.allowedPriorities.contains(resolvedPriority) else {
             throw PushRequestError(

@@ -53,6 +53,23 @@ struct LiveActivityTargetTests {
         #expect(error?.field == field, "\(target): \(error?.message ?? "accepted")")
     }
 
+    /// Apple: "Certificate-based authentication is not supported for these APNs pushes."
+    @Test func anAppWithACertificateCannotSendLiveActivityPushes() throws {
+        let apps = try AppsFile(apps: [
+            AppConfiguration(bundleID: "com.example.cert", apns: .pkcs12(certificateFile: "cert.p12", password: "x"))
+        ])
+        let body = #"{"id": "r", "app": "com.example.cert", "to": {"activity": "m"}, "payload": \#(Self.update)}"#
+        do {
+            _ = try PushRequest(body: Array(body.utf8), apps: apps)
+            Issue.record("accepted")
+        } catch {
+            #expect(error.field == "push_type")
+            #expect(error.message.contains("token-based authentication"))
+        }
+        let alert = #"{"id": "r", "app": "com.example.cert", "to": {"users": ["a"]}, "payload": {"aps": {"alert": "hi"}}}"#
+        #expect(throws: Never.self) { try PushRequest(body: Array(alert.utf8), apps: apps) }
+    }
+
     @Test func anActivityIDLongerThanTheLimitIsRefused() {
         let long = String(repeating: "x", count: PushRequest.maximumActivityFieldLength + 1)
         #expect(refusal(requestBody(payload: Self.update, to: #"{"activity": "\#(long)"}"#))?.field == "to.activity")
