@@ -110,9 +110,6 @@ public struct PushRequestConsumer: Service {
         let renderer: NotificationRenderer
         do throws(PushRequestError) {
             request = try PushRequest(body: delivery.body, apps: apps)
-            if case .channel = request.target {
-                throw PushRequestError(.invalidField, field: "to.channel", "broadcast channel sends are not supported by this push-render version")
-            }
             renderer = NotificationRenderer(request: request, catalogs: catalogs)
             try renderer.preflight()
         } catch {

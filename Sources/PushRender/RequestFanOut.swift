@@ -235,6 +235,34 @@ final class RequestFanOut {
 
     // MARK: Building a round
 
+    /// The one round of a channel target: one broadcast batch, rendered for the default locale (a
+    /// broadcast reaches devices the registry does not know) in the app's environment.
+    private func broadcastRound(channel: String, sequence: Int) -> Round {
+        var round = Round(position: TargetPosition(part: 1), sequence: sequence, plan: RoundPlan(startSequence: sequence))
+        let entry: VariantTable.Entry
+        do {
+            entry = try variants.entry(locale: nil, settings: NotificationSettings())
+        } catch {
+            logger.error("the broadcast's rendering failed after the preflight passed", metadata: ["push.error": "\(error)"])
+            round.skipped["render_failed"] = 1
+            return round
+        }
+        guard case .variant(let variant) = entry else {
+            if case .skipped(let reason) = entry { round.skipped[reason.rawValue] = 1 }
+            return round
+        }
+        round.sequence += 1
+        let batchID = "\(request.id)/\(round.sequence)"
+        let createdAt = dependencies.now()
+        let body = variant.encoder(for: request.app.environment, request: request).encodeBroadcast(
+            batchID: batchID, channel: channel, createdAt: createdAt)
+        round.messages.append(
+            AMQPOutboundMessage(
+                exchange: dependencies.queues.exchange, routingKey: dependencies.queues.send.routingKey, body: body,
+                properties: AMQPProperties(messageID: SendBatch.messageID(forBatchID: batchID), timestamp: UInt64(max(0, createdAt / 1000)))))
+        return round
+    }
+
     private struct GroupKey: Hashable, Comparable {
         let environment: AppConfiguration.Environment
         let variant: Int
@@ -254,6 +282,7 @@ final class RequestFanOut {
     }
 
     private func buildRound(from start: TargetPosition, sequence: Int) async throws(FanOutError) -> Round {
+        if case .channel(let channel) = request.target { return broadcastRound(channel: channel, sequence: sequence) }
         var round = Round(position: start, sequence: sequence, plan: RoundPlan(startSequence: sequence))
         let roundTokens = dependencies.configuration.roundTokens
         let batchSize = dependencies.configuration.batchSize

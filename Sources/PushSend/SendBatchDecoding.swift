@@ -59,6 +59,9 @@ public struct DecodedSendBatch: Sendable {
         guard let priority = APNsPriority(rawValue: batch.priority) else {
             throw SendBatchError(field: "priority", "must be 10, 5 or 1, got \(batch.priority)")
         }
+        if batch.channel != nil {
+            throw SendBatchError(field: "channel", "broadcast batches are not sent by this push-send version")
+        }
         guard !batch.tokens.isEmpty else { throw SendBatchError(field: "tokens", "must hold at least one token") }
         for (index, token) in batch.tokens.enumerated() {
             let bytes = token.utf8

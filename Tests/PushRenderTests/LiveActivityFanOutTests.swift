@@ -61,14 +61,23 @@ struct LiveActivityFanOutTests {
         }
     }
 
-    @Test func aChannelRequestIsDeadLetteredNamingTheTarget() async throws {
-        try await withRenderFixture("activity-dead") { fixture in
+    /// A channel target is one broadcast batch, however many devices listen, rendered once.
+    @Test func aChannelRequestIsOneBroadcastBatch() async throws {
+        try await withRenderFixture("activity-channel") { fixture in
             let update = #"{"aps": {"timestamp": 1767225700, "event": "update", "content-state": {"score": "1:0"}}}"#
             try await fixture.run { _ in
-                try await fixture.publish(#"{"id": "ch-1", "app": "\#(fixture.app)", "to": {"channel": "abc"}, "payload": \#(update)}"#)
-                let dead = try await fixture.receive(from: fixture.names.dead, count: 1)
-                #expect(dead[0].properties.headers[PushQueues.errorHeader]?.stringValue?.hasPrefix("to.channel:") == true)
+                try await fixture.publish(#"{"id": "ch-1", "app": "\#(fixture.app)", "to": {"channel": "dHN0LWNobmw="}, "payload": \#(update)}"#)
+                try await fixture.waitUntilDone("ch-1")
             }
+            let batches = try await fixture.drainBatches()
+            #expect(batches.count == 1)
+            let batch = try #require(batches.first)
+            #expect(batch.channel == "dHN0LWNobmw=")
+            #expect(batch.tokens.isEmpty)
+            #expect(batch.pushType == "liveactivity")
+            #expect(batch.environment == .sandbox, "the app's environment")
+            #expect(batch.payload.contains(#""content-state":{"score":"1:0"}"#))
+            #expect(try await fixture.progress("ch-1")["sequence"] == "1")
         }
     }
 }

@@ -17,6 +17,8 @@
 ///   each token's delivery mark lives: bit `slots[i]` of the mark set `mark_set`. Absent, the mark set
 ///   is the batch itself (`batch_id` and a fingerprint of its tokens) and token `i` has slot `i`, as
 ///   for every batch push-render makes.
+/// - `channel` (optional): a broadcast on this iOS 18 broadcast channel instead of tokens; `tokens`
+///   is then empty, and push-send makes one APNs broadcast request for the batch.
 public struct SendBatch: Codable, Sendable, Equatable {
     /// Format version; 1.
     public var version: Int
@@ -44,11 +46,13 @@ public struct SendBatch: Codable, Sendable, Equatable {
     public var markSet: String?
     /// Each token's place in ``markSet`` (nil: its index in ``tokens``).
     public var slots: [Int]?
+    /// The broadcast channel id of a broadcast batch (nil: a batch of device tokens).
+    public var channel: String?
 
     public init(
         requestID: String, batchID: String, app: String, environment: AppConfiguration.Environment, pushType: String,
         priority: Int, expiration: Int64? = nil, collapseID: String? = nil, payload: String, tokens: [String],
-        attempt: Int = 0, createdAt: Int64, markSet: String? = nil, slots: [Int]? = nil
+        attempt: Int = 0, createdAt: Int64, markSet: String? = nil, slots: [Int]? = nil, channel: String? = nil
     ) {
         self.version = 1
         self.requestID = requestID
@@ -65,6 +69,7 @@ public struct SendBatch: Codable, Sendable, Equatable {
         self.createdAt = createdAt
         self.markSet = markSet
         self.slots = slots
+        self.channel = channel
     }
 
     /// The mark set the tokens' delivery marks belong to: ``markSet``, or this batch's id with a
@@ -139,6 +144,7 @@ public struct SendBatch: Codable, Sendable, Equatable {
         case createdAt = "created_at"
         case markSet = "mark_set"
         case slots
+        case channel
     }
 }
 

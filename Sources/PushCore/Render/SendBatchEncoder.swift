@@ -50,6 +50,19 @@ public struct SendBatchEncoder: Sendable {
         self.head = head
     }
 
+    /// The JSON of a broadcast batch: the payload for every device listening on `channel`.
+    public func encodeBroadcast(batchID: String, channel: String, createdAt: Int64) -> [UInt8] {
+        var bytes = head
+        bytes.append(contentsOf: #""batch_id":"#.utf8)
+        JSONValue.writeString(batchID, to: &bytes)
+        bytes.append(contentsOf: #","channel":"#.utf8)
+        JSONValue.writeString(channel, to: &bytes)
+        bytes.append(contentsOf: #","tokens":[],"attempt":0,"created_at":"#.utf8)
+        bytes.append(contentsOf: String(createdAt).utf8)
+        bytes.append(UInt8(ascii: "}"))
+        return bytes
+    }
+
     /// The JSON of one fresh batch (`attempt` 0). Tokens are lowercase hex and need no escaping.
     ///
     /// `marks` names the mark set and slots the tokens' delivery marks live in, when that is not the

@@ -137,6 +137,10 @@ struct RenderingRulesTests {
         #expect(decoded.slots == [7, 0])
         #expect(decoded.effectiveMarkSet == "r/4#\"x")
         #expect(decoded.slot(at: 0) == 7)
+        let broadcast = try JSONDecoder().decode(
+            SendBatch.self, from: Data(encoder.encodeBroadcast(batchID: "r/1", channel: "dHN0\"=", createdAt: 5)))
+        #expect(broadcast.channel == "dHN0\"=")
+        #expect(broadcast.tokens.isEmpty && broadcast.batchID == "r/1" && broadcast.createdAt == 5 && broadcast.markSet == nil)
     }
 
     /// A request id is 128 characters, but one character can be many bytes: the mark set a retry
