@@ -17,7 +17,8 @@
 #   made with openssl at the first TLS start and reused: tls/ca.pem + ca.key (a CA of this instance),
 #   server.pem + server.key (signed by it, subjectAltName DNS:localhost only, so clients connect to
 #   `localhost`), client.pem + client.key (signed by it, for client-certificate tests). Clients
-#   are verified when they present a certificate (verify_peer) but need not present one.
+#   must present a certificate signed by that CA (verify_peer, fail_if_no_peer_cert): a client
+#   whose certificate is missing or from another CA is refused.
 # --management-port (start, restart): also the management plugin (HTTP API) on 127.0.0.1:PORT, as
 #   the rabbitmq:*-management image has it on 15672 (scripts/checks/compose.sh uses it).
 # `start` is idempotent and returns once the node has booted (rabbitmqctl wait), the policies of
@@ -166,7 +167,7 @@ ssl_options.cacertfile = $TLS_DIR/ca.pem
 ssl_options.certfile = $TLS_DIR/server.pem
 ssl_options.keyfile = $TLS_DIR/server.key
 ssl_options.verify = verify_peer
-ssl_options.fail_if_no_peer_cert = false
+ssl_options.fail_if_no_peer_cert = true
 EOF
     fi
     if [[ -n $MGMT_PORT ]]; then

@@ -4,9 +4,9 @@
 #   scripts/test-servers.sh start|stop|status|env
 #
 # start  stops instances earlier test runs left behind (names ending in -test), starts RabbitMQ
-#        `test` on 127.0.0.1:35672 (AMQPS on 127.0.0.1:35671, certificates in its tls/) and Redis
-#        `test` on 127.0.0.1:36379 with empty data (unless they are already running, or
-#        PUSH_TEST_KEEP_DATA=1).
+#        `test` on 127.0.0.1:35672 (AMQPS on 127.0.0.1:35671, client certificate required,
+#        certificates in its tls/) and Redis `test` on 127.0.0.1:36379 with empty data (unless
+#        they are already running, or PUSH_TEST_KEEP_DATA=1).
 # stop   stops both and every other instance named *-test under the local dir (the private
 #        servers of restart tests), so nothing is left running. Logs are kept until the next start.
 # status shows them; env prints the `export PUSH_TEST_AMQP_URL=… PUSH_TEST_AMQPS_URL=…
@@ -101,9 +101,10 @@ case ${1:-} in
         ;;
     env)
         printf 'export PUSH_TEST_AMQP_URL=%q\n' "amqp://guest:guest@127.0.0.1:$AMQP_PORT/%2f"
-        # `localhost`: the server certificate names no IP address (see scripts/rabbitmq.sh).
+        # `localhost`: the server certificate names no IP address; the client certificate: the
+        # listener requires one (see scripts/rabbitmq.sh).
         printf 'export PUSH_TEST_AMQPS_URL=%q\n' \
-            "amqps://guest:guest@localhost:$AMQPS_PORT/%2f?cacertfile=$(url_encode "$TLS_DIR/ca.pem")"
+            "amqps://guest:guest@localhost:$AMQPS_PORT/%2f?cacertfile=$(url_encode "$TLS_DIR/ca.pem")&certfile=$(url_encode "$TLS_DIR/client.pem")&keyfile=$(url_encode "$TLS_DIR/client.key")"
         printf 'export PUSH_TEST_TLS_DIR=%q\n' "$TLS_DIR"
         printf 'export PUSH_TEST_REDIS_URL=%q\n' "redis://127.0.0.1:$REDIS_PORT/0"
         ;;

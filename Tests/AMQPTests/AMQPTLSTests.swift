@@ -6,12 +6,15 @@ import Testing
 /// AMQPS against the shared RabbitMQ's TLS listener (`scripts/rabbitmq.sh --tls-port`, 127.0.0.1:35671).
 ///
 /// Its server certificate is signed by the instance's own CA (`TestServers.tlsDirectory`) and names
-/// `DNS:localhost` only. Host-name verification is tested by connecting to `127.0.0.1` instead: the
-/// same listener, an address always there, and not in the certificate. (An alias such as
-/// `localhost.localdomain` is not in every /etc/hosts, and a second loopback address would need a
-/// second listener.) The certificate carries no `IP:127.0.0.1` on purpose: rabbitmq-c 0.11 only
-/// compares DNS names, so an IP entry would never help it, and without one the test holds for any
-/// client version.
+/// `DNS:localhost` only. The listener requires a client certificate from the same CA (`client.pem`,
+/// which every test that means to connect presents): a client that sends none is refused, and
+/// `rabbitmqctl list_connections` names the certificate a connection came with.
+///
+/// Host-name verification is tested by connecting to `127.0.0.1` instead: the same listener, an
+/// address always there, and not in the certificate. (An alias such as `localhost.localdomain` is
+/// not in every /etc/hosts, and a second loopback address would need a second listener.) The
+/// certificate carries no `IP:127.0.0.1` on purpose: rabbitmq-c 0.11 only compares DNS names, so an
+/// IP entry would never help it, and without one the test holds for any client version.
 @Suite struct AMQPTLSTests {
     private var tlsPort: Int {
         (try? AMQPConfiguration(url: TestServers.amqpsURL, connectionName: "x").port) ?? 35671
@@ -22,6 +25,8 @@ import Testing
     }
 
     private var caFile: String { "\(TestServers.tlsDirectory)/ca.pem" }
+    private var clientCertificate: String { "\(TestServers.tlsDirectory)/client.pem" }
+    private var clientKey: String { "\(TestServers.tlsDirectory)/client.key" }
 
     @Test func publishesWithConfirmsAndConsumesOverTLS() async throws {
         let queue = TestServers.uniqueName("amqps.roundtrip")
@@ -55,21 +60,31 @@ import Testing
     }
 
     @Test func aClientCertificateFromTheBrokersCAIsAccepted() async throws {
-        let url = tlsURL(
-            host: "localhost", port: tlsPort,
-            [
-                "cacertfile": caFile,
-                "certfile": "\(TestServers.tlsDirectory)/client.pem",
-                "keyfile": "\(TestServers.tlsDirectory)/client.key",
-            ])
+        let url = tlsURL(host: "localhost", port: tlsPort, ["cacertfile": caFile, "certfile": clientCertificate, "keyfile": clientKey])
         let queue = TestServers.uniqueName("amqps.client-cert")
-        try await withAMQPConnection(url: url, name: "tls-client-cert", topology: quorumQueue(queue)) { connection in
+        let name = TestServers.uniqueName("tls-client-cert")
+        try await withAMQPConnection(url: url, name: name, topology: quorumQueue(queue)) { connection in
             #expect(connection.configuration.tls?.certificateFile?.hasSuffix("client.pem") == true)
             #expect(connection.isConnected)
             try await connection.publish(message("with a client certificate", to: queue))
             #expect(try await connection.queueStatus(queue).messages == 1)
+            // The broker's view: this connection came with the client certificate, verified against
+            // the broker's CA (the listener refuses connections without one, see the next tests).
+            let presented = try #require(try await brokerPeerCertificates()[name], "the broker lists the connection with a certificate")
+            #expect(presented.subject == (try certificateName("-subject", of: clientCertificate)), "\(presented)")
+            #expect(presented.issuer == (try certificateName("-issuer", of: clientCertificate)), "\(presented)")
             try await connection.deleteQueue(queue)
         }
+    }
+
+    @Test func aClientWithoutACertificateIsRefused() async throws {
+        // The same listener, CA and host as the test above; only the client certificate is missing.
+        let (error, elapsed) = await connectionError(tlsURL(host: "localhost", port: tlsPort, ["cacertfile": caFile]), name: "tls-no-client-cert")
+        #expect(error != nil, "connected without a client certificate")
+        #expect(error?.code == .tlsFailed, "\(String(describing: error))")
+        #expect(error?.isRetryable == false, "\(String(describing: error))")
+        #expect(error?.message.contains("localhost:\(tlsPort)") == true, "\(String(describing: error))")
+        #expect(elapsed < .seconds(6))
     }
 
     @Test func aClientCertificateTheBrokerDoesNotTrustIsRefused() async throws {
@@ -91,7 +106,8 @@ import Testing
         let rogue = try RogueCA()
         defer { rogue.remove() }
         let (error, elapsed) = await connectionError(
-            tlsURL(host: "localhost", port: tlsPort, ["cacertfile": rogue.certificate]), name: "tls-rogue-ca"
+            tlsURL(host: "localhost", port: tlsPort, ["cacertfile": rogue.certificate, "certfile": clientCertificate, "keyfile": clientKey]),
+            name: "tls-rogue-ca"
         )
         #expect(error?.code == .tlsFailed, "\(String(describing: error))")
         #expect(error?.isRetryable == false)
@@ -100,14 +116,13 @@ import Testing
     }
 
     @Test func theHostNameMustBeInTheBrokersCertificate() async throws {
-        // The same listener and CA: by name it works …
-        try await withAMQPConnection(url: tlsURL(host: "localhost", port: tlsPort, ["cacertfile": caFile]), name: "tls-by-name") { connection in
+        // The same listener, CA and client certificate: by name it works …
+        let options: KeyValuePairs = ["cacertfile": caFile, "certfile": clientCertificate, "keyfile": clientKey]
+        try await withAMQPConnection(url: tlsURL(host: "localhost", port: tlsPort, options), name: "tls-by-name") { connection in
             #expect(connection.isConnected)
         }
         // … by address (not in the certificate) it must not.
-        let (error, elapsed) = await connectionError(
-            tlsURL(host: "127.0.0.1", port: tlsPort, ["cacertfile": caFile]), name: "tls-by-address"
-        )
+        let (error, elapsed) = await connectionError(tlsURL(host: "127.0.0.1", port: tlsPort, options), name: "tls-by-address")
         #expect(error?.code == .tlsFailed, "\(String(describing: error))")
         #expect(error?.message.contains("127.0.0.1:\(tlsPort)") == true, "\(String(describing: error))")
         #expect(error?.message.localizedCaseInsensitiveContains("hostname") == true, "\(String(describing: error))")
@@ -139,6 +154,45 @@ import Testing
         allowed.insert(charactersIn: "/._~-")
         let query = options.map { "\($0.key)=\($0.value.addingPercentEncoding(withAllowedCharacters: allowed) ?? $0.value)" }
         return "amqps://guest:guest@\(host):\(port)/%2f?\(query.joined(separator: "&"))"
+    }
+
+    /// The broker's view of its TLS client connections (`rabbitmqctl list_connections`), by the
+    /// client's connection name: the subject and issuer of the certificate each presented, as
+    /// RFC 2253 names (`CN=…`); connections without a certificate are left out.
+    private func brokerPeerCertificates() async throws -> [String: (subject: String, issuer: String)] {
+        let listing = try await TestServers.sharedBroker.rabbitmqctl([
+            "-q", "list_connections", "--no-table-headers", "ssl", "peer_cert_subject", "peer_cert_issuer", "client_properties",
+        ])
+        var certificates: [String: (subject: String, issuer: String)] = [:]
+        for line in listing.split(whereSeparator: \.isNewline) {
+            // client_properties, last, holds {"connection_name","NAME"} among the client's other properties.
+            let fields = line.split(separator: "\t", maxSplits: 3, omittingEmptySubsequences: false).map(String.init)
+            guard fields.count == 4, fields[0] == "true", !fields[1].isEmpty,
+                let range = fields[3].range(of: #"\{"connection_name","([^"]*)"\}"#, options: .regularExpression)
+            else { continue }
+            let name = fields[3][range].dropFirst(#"{"connection_name",""#.count).dropLast(2)
+            certificates[String(name)] = (fields[1], fields[2])
+        }
+        return certificates
+    }
+
+    /// `-subject` or `-issuer` of a PEM certificate as an RFC 2253 name (`openssl x509`).
+    private func certificateName(_ field: String, of file: String) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["openssl", "x509", "-noout", field, "-nameopt", "RFC2253", "-in", file]
+        let output = Pipe()
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        let prefix = "\(field.dropFirst())="
+        guard process.terminationStatus == 0, text.hasPrefix(prefix) else {
+            throw TestFailure("openssl x509 \(field) \(file) exited with \(process.terminationStatus): \(text)")
+        }
+        return String(text.dropFirst(prefix.count)).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     /// The error `waitUntilConnected` throws for `url` (nil, recorded as an issue, if it connects) and

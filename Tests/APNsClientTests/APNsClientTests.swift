@@ -41,32 +41,26 @@ struct APNsClientTests {
         #expect(try await sandbox.admin("PUT", "/tokens/\(SandboxProcess.token)", body: #"{"state":"bad"}"#).status == 200)
         let client = try makeClient(sandbox)
         let tokens = (0..<300).map { _ in TestTokens.random() } + [SandboxProcess.token]
-        let results = await withCheckedContinuation { (continuation: CheckedContinuation<[Result<APNsResponse, APNsClientError>], Never>) in
-            let collected = Mutex<[Result<APNsResponse, APNsClientError>]>([])
-            for token in tokens {
-                client.send(alert(token)) { result in
-                    let all = collected.withLock { collected -> [Result<APNsResponse, APNsClientError>]? in
-                        collected.append(result)
-                        return collected.count == tokens.count ? collected : nil
-                    }
-                    if let all { continuation.resume(returning: all) }
-                }
-            }
+        let ledger = AnswerLedger(requests: tokens.count)
+        for (index, token) in tokens.enumerated() {
+            client.send(alert(token), completion: ledger.completion(index))
         }
-        #expect(results.count(where: { (try? $0.get().status) == 200 }) == 300)
-        #expect(results.count(where: { (try? $0.get().reason) == .badDeviceToken }) == 1)
+        try await ledger.waitUntilAllAnswered()
+        #expect(ledger.count(status: 200) == 300)
+        let bad = try #require(ledger.firstAnswers.last ?? nil)
+        #expect((try? bad.get())?.reason == .badDeviceToken)
         // Refused before it is queued: answered at once, on the caller's thread.
-        let refused = Mutex<APNsClientError?>(nil)
-        client.send(alert(payload: "")) { result in
-            if case .failure(let error) = result { refused.withLock { $0 = error } }
-        }
-        #expect(refused.withLock { $0?.code } == .invalidRequest)
+        let refused = AnswerLedger(requests: 1)
+        client.send(alert(payload: ""), completion: refused.completion(0))
+        #expect(refused.count(.invalidRequest) == 1)
         await client.shutdown()
-        let afterShutdown = Mutex<APNsClientError?>(nil)
-        client.send(alert()) { result in
-            if case .failure(let error) = result { afterShutdown.withLock { $0 = error } }
+        let afterShutdown = AnswerLedger(requests: 1)
+        client.send(alert(), completion: afterShutdown.completion(0))
+        #expect(afterShutdown.count(.shutdown) == 1)
+        // The connection threads have exited: no answer can come any more, so the counts are final.
+        for ledger in [ledger, refused, afterShutdown] {
+            #expect(ledger.answeredMoreThanOnce.isEmpty, "answered more than once: \(ledger.answeredMoreThanOnce)")
         }
-        #expect(afterShutdown.withLock { $0?.code } == .shutdown)
     }
 
     @Test func classifiesEachKindOfAnswer() async throws {

@@ -88,6 +88,72 @@ struct APNsClientTransportTests {
         await client.shutdown()
     }
 
+    /// The callback form's promise, one answer per request, through every way a request ends
+    /// without a plain answer: connections reset with streams in flight, GOAWAY (the streams above it
+    /// sent again), deadlines passed on a stream or in the queue, and a shutdown with streams in flight
+    /// and requests queued. Each request's answers are counted (``AnswerLedger``), and the counts are
+    /// read after `shutdown()` has returned: the connection threads that call the completions have
+    /// exited, so no late second answer can be missed.
+    @Test func everyRequestIsAnsweredExactlyOnceThroughDropsGoawaysTimeoutsAndShutdown() async throws {
+        let sandbox = try await SandboxProcess()
+        let client = try makeClient(sandbox) { $0.connections = 2 }
+
+        // Resets and GOAWAYs: a connection is reset after every 200 answers, with the streams still in
+        // flight cut off, and sent a GOAWAY after every 300 streams. Every tenth request may wait only
+        // 30 ms: those queued while the connections reconnect time out in the queue.
+        #expect(try await sandbox.admin("PUT", "/faults", body: #"{"drop_every":200,"goaway_every":300}"#).status == 200)
+        let faults = AnswerLedger(requests: 1500)
+        for index in 0..<1500 {
+            let timeout: Duration = index % 10 == 0 ? .milliseconds(30) : .seconds(30)
+            client.send(alert(TestTokens.random()), timeout: timeout, completion: faults.completion(index))
+        }
+        try await faults.waitUntilAllAnswered()
+        let stats = try #require(try await sandbox.admin("GET", "/stats").json)
+        #expect(number(stats["dropped_connections"]) ?? 0 >= 1, "\(stats)")
+        #expect(number(stats["goaways"]) ?? 0 >= 1, "\(stats)")
+        let (accepted, lost, queuedTooLong) = (faults.count(status: 200), faults.count(.connectionLost), faults.count(.timeout))
+        #expect(lost > 0, "streams in flight were cut off by the resets: \(accepted) accepted, \(lost) lost")
+        #expect(
+            accepted + lost + queuedTooLong == 1500, "no other answers: \(accepted) accepted, \(lost) lost, \(queuedTooLong) timed out")
+        #expect(number(stats["delivered"]) ?? 0 >= accepted, "every 200 the client reports came from the sandbox: \(stats)")
+
+        // Deadlines on streams: answers take 1 s; half the requests may wait 300 ms.
+        #expect(try await sandbox.admin("DELETE", "/faults").status == 200)
+        #expect(try await sandbox.admin("PUT", "/faults", body: #"{"delay_ms":1000}"#).status == 200)
+        let slow = AnswerLedger(requests: 200)
+        for index in 0..<200 {
+            client.send(alert(TestTokens.random()), timeout: index % 2 == 0 ? .milliseconds(300) : .seconds(30), completion: slow.completion(index))
+        }
+        try await slow.waitUntilAllAnswered()
+        #expect(
+            slow.count(.timeout) == 100 && slow.count(status: 200) == 100, "\(slow.count(.timeout)) timed out, \(slow.count(status: 200)) accepted")
+        await client.shutdown()
+
+        // Shutdown with 1,000 streams in flight (answers after 30 s, past the 2 s shutdown grace that
+        // follows from the request timeout) and 200 requests queued behind them.
+        #expect(try await sandbox.admin("PUT", "/faults", body: #"{"delay_ms":30000}"#).status == 200)
+        let stopping = try makeClient(sandbox) {
+            $0.connections = 1
+            $0.requestTimeout = .seconds(2)
+        }
+        let atShutdown = AnswerLedger(requests: 1200)
+        for index in 0..<1200 {
+            stopping.send(alert(TestTokens.random()), timeout: .seconds(60), completion: atShutdown.completion(index))
+        }
+        try await eventually("1,000 streams in flight, 200 queued") { stopping.pendingRequests == 200 }
+        #expect(atShutdown.unanswered.count == 1200)
+        await stopping.shutdown()
+        #expect(atShutdown.unanswered.isEmpty, "shutdown() returned with \(atShutdown.unanswered.count) requests unanswered")
+        let (cutOff, refused) = (atShutdown.count(.connectionLost), atShutdown.count(.shutdown))
+        #expect(refused >= 200 && cutOff > 0 && cutOff + refused == 1200, "\(cutOff) cut off in flight, \(refused) refused")
+
+        // Both clients have shut down: every completion that will ever run has run.
+        for (phase, ledger) in [("faults", faults), ("slow", slow), ("shutdown", atShutdown)] {
+            let twice = ledger.answeredMoreThanOnce
+            #expect(twice.isEmpty, "\(phase): \(twice.count) requests answered more than once: \(twice.sorted { $0.key < $1.key }.prefix(10))")
+        }
+    }
+
     @Test func aSlowAnswerTimesOutAndFreesItsStream() async throws {
         let sandbox = try await SandboxProcess()
         let client = try makeClient(sandbox) { $0.connections = 1 }

@@ -52,6 +52,58 @@ func sendAll(_ client: APNsClient, _ notifications: [APNsNotification]) async ->
     }
 }
 
+/// Every answer the callback form gives, counted per request: a request answered twice is seen even
+/// when another is never answered (an overall count would see both as right), and one never
+/// answered is named instead of hanging the test.
+final class AnswerLedger: Sendable {
+    private let answers: Mutex<[[Result<APNsResponse, APNsClientError>]]>
+
+    init(requests: Int) {
+        answers = Mutex(Array(repeating: [], count: requests))
+    }
+
+    /// The completion for request `index`.
+    func completion(_ index: Int) -> @Sendable (Result<APNsResponse, APNsClientError>) -> Void {
+        { result in self.answers.withLock { $0[index].append(result) } }
+    }
+
+    /// Requests not answered yet.
+    var unanswered: [Int] { answers.withLock { answers in answers.indices.filter { answers[$0].isEmpty } } }
+
+    /// Requests answered more than once, with how often.
+    var answeredMoreThanOnce: [Int: Int] {
+        answers.withLock { answers in
+            var counts: [Int: Int] = [:]
+            for (index, results) in answers.enumerated() where results.count > 1 { counts[index] = results.count }
+            return counts
+        }
+    }
+
+    /// Each request's first answer (nil: none yet).
+    var firstAnswers: [Result<APNsResponse, APNsClientError>?] { answers.withLock { $0.map(\.first) } }
+
+    /// Waits until every request has an answer (at most `timeout`; the client's own timeouts answer
+    /// every request well before), naming the ones that have none.
+    func waitUntilAllAnswered(timeout: Duration = .seconds(60)) async throws {
+        do {
+            try await eventually("every request answered", timeout: timeout, poll: .milliseconds(20)) { unanswered.isEmpty }
+        } catch {
+            let missing = unanswered
+            throw TestFailure("\(missing.count) requests never answered (first: \(missing.prefix(10)))")
+        }
+    }
+
+    /// How many requests were answered with a failure of `code`.
+    func count(_ code: APNsClientError.Code) -> Int {
+        firstAnswers.count(where: { if case .failure(let error)? = $0 { error.code == code } else { false } })
+    }
+
+    /// How many requests were answered with a response of `status`.
+    func count(status: Int) -> Int {
+        firstAnswers.count(where: { (try? $0?.get().status) == status })
+    }
+}
+
 /// Runs a command line tool (openssl) and returns its exit status and output.
 func run(_ arguments: [String]) async throws -> (status: Int32, output: String) {
     let child = try ChildProcess(arguments)

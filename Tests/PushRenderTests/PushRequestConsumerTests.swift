@@ -421,30 +421,79 @@ struct PushRequestConsumerTests {
     /// SIGTERM mid-fan-out: the consumer stops after the round in flight is confirmed, gives the
     /// request back to the queue, and a new consumer finishes it; every token is sent exactly once.
     @Test func gracefulShutdownMidFanOutRequeuesTheRequestAndANewConsumerFinishesIt() async throws {
+        /// Runs `services` and sets `reached` once the graceful shutdown has reached them: the shutdown
+        /// manager sets the flag `Task.isShuttingDownGracefully` reads and calls every handler (the
+        /// consumer's stop signal for its fan-outs among them) under one lock, so once it reads true
+        /// the fan-outs have been told to stop.
+        final class ObservedShutdown: Service {
+            let services: [any Service]
+            let reached = Mutex(false)
+
+            init(services: [any Service]) { self.services = services }
+
+            func run() async throws {
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for service in services { group.addTask { try await service.run() } }
+                    group.addTask {
+                        while !Task.isShuttingDownGracefully, !Task.isCancelled { try? await Task.sleep(for: .milliseconds(5)) }
+                        self.reached.withLock { $0 = true }
+                    }
+                    try await group.waitForAll()
+                }
+            }
+        }
+
         let configuration = RenderConfiguration(batchSize: 50, roundTokens: 500)
         try await withRenderFixture("drain", configuration: configuration) { fixture in
             let tokens = try await fixture.registerMany(30_000, topic: "all-hands")
             let body = #"{"id": "drain-1", "app": "\#(fixture.app)", "to": {"topic": "all-hands"}, "payload": {"aps": {"alert": "Meeting"}}}"#
-            try await fixture.run { group in
-                try await fixture.publish(body)
-                try await eventually("some batches are published") {
-                    try await fixture.amqp.queueStatus(fixture.names.send.name).messages >= 20
+            // The shutdown must land in the middle of the fan-out whatever the machine's speed: once
+            // some batches are out, Redis takes no writes (CLIENT PAUSE WRITE) until the shutdown has
+            // reached the consumer, so no round can be saved and the fan-out cannot finish in between.
+            // This push-render gets a Redis client of its own whose commands wait out the pause (the
+            // fixture's 2 s command timeout would turn the pause into a Redis outage); the fixture's
+            // client, which only reads and sends CLIENT commands meanwhile, stays the test's.
+            let patientRedis = try await TestServers.connectRedis("command_timeout_ms=60000", logger: renderTestLogger)
+            let dependencies = ServiceDependencies(
+                amqp: fixture.amqp, redis: patientRedis, queues: fixture.names, keyPrefix: fixture.keyPrefix, logger: renderTestLogger,
+                now: { 1_767_225_000_000 })
+            let observed = ObservedShutdown(
+                services: buildPushRender(dependencies, configuration: fixture.configuration, apps: fixture.apps, catalogs: fixture.catalogs))
+            try await withCleanUp {
+                try await withRunningServices([observed], logger: renderTestLogger, shutdownWithin: .seconds(15)) { group in
+                    try await fixture.publish(body)
+                    try await eventually("some batches are published") {
+                        try await fixture.amqp.queueStatus(fixture.names.send.name).messages >= 20
+                    }
+                    // At most 30 s, so a test that fails here cannot leave the shared Redis paused.
+                    #expect(try await fixture.redis.execute("CLIENT", "PAUSE", "30000", "WRITE").string == "OK")
+                    await group.triggerGracefulShutdown()
+                    try await eventually("the shutdown reached push-render", poll: .milliseconds(5)) { observed.reached.withLock { $0 } }
+                    #expect(try await fixture.progress("drain-1")["state"] != "done", "the fan-out was still running at shutdown")
+                    #expect(try await fixture.redis.execute("CLIENT", "UNPAUSE").string == "OK")
                 }
-                await group.triggerGracefulShutdown()
-            }
-            let progress = try await fixture.progress("drain-1")
-            if progress["state"] != "done" {
+                let progress = try await fixture.progress("drain-1")
+                #expect(progress["state"] == "running", "stopped mid fan-out, not done: \(progress)")
+                let rendered = try #require(Int(progress["tokens"] ?? ""), "progress names its tokens: \(progress)")
+                #expect(rendered > 0 && rendered < 30_000, "\(rendered) of 30,000 tokens rendered before the shutdown")
                 // The requeue is an asynchronous settle: give the broker a moment on a busy machine.
                 try await eventually("the request went back to its queue") {
                     try await fixture.amqp.queueStatus(fixture.names.requests.name).messages == 1
                 }
-                #expect(Int(progress["tokens"] ?? "") ?? 0 < 30_000)
+                #expect(try await fixture.amqp.queueStatus(fixture.names.requests.retryQueue(tier: 0)).messages == 0, "requeued, not retried")
+                #expect(try await fixture.amqp.queueStatus(fixture.names.dead).messages == 0)
+                // A new push-render takes the requeued request and finishes what the first left.
                 try await fixture.run { _ in try await fixture.waitUntilDone("drain-1") }
+                try await fixture.waitUntilRequestsSettled()
+                let batches = try await fixture.drainBatches()
+                let sent = batches.flatMap(\.tokens)
+                #expect(sent.count == 30_000, "no token twice, none lost: \(sent.count) sent")
+                #expect(Set(sent).count == sent.count, "no token twice")
+                #expect(Set(sent) == Set(tokens.map(\.hex)), "none lost")
+            } cleanUp: {
+                _ = try? await fixture.redis.execute("CLIENT", "UNPAUSE")
+                await patientRedis.close()
             }
-            let batches = try await fixture.drainBatches()
-            let sent = batches.flatMap(\.tokens)
-            #expect(sent.count == 30_000, "no token twice, none lost")
-            #expect(Set(sent) == Set(tokens.map(\.hex)))
         }
     }
 

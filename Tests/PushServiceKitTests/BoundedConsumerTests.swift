@@ -72,11 +72,21 @@ struct BoundedConsumerTests {
         let (source, continuation) = AsyncThrowingStream<Int, any Error>.makeStream()
         let started = Load()
         let finished = Mutex<[Int]>([])
+        // What had finished when the loop stopped taking; nil until it has.
+        let finishedAtStop = Mutex<[Int]?>(nil)
+        // 1 and 2 are held until the test lets them go: the work in flight at shutdown.
+        let gates = Gates([1, 2])
         let loop = BoundedConsumer(name: "test consumer", bounds: .init(workers: 2), logger: boundedConsumerTestLogger)
         let service = LoopService {
-            try await loop.run(source, ordered: false, stopTaking: { continuation.finish() }) { elements, _ in
+            try await loop.run(
+                source, ordered: false,
+                stopTaking: {
+                    finishedAtStop.withLock { $0 = finished.withLock { $0 } }
+                    continuation.finish()
+                }
+            ) { elements, _ in
                 started.start(elements)
-                try? await Task.sleep(for: .milliseconds(300))
+                for element in elements { await gates.wait(for: element) }
                 finished.withLock { $0.append(contentsOf: elements) }
             }
         }
@@ -85,9 +95,23 @@ struct BoundedConsumerTests {
             continuation.yield(2)
             try await eventually("both elements started", timeout: .seconds(5), poll: .milliseconds(5)) { started.seen.count == 2 }
             await group.triggerGracefulShutdown()
+            // The shutdown reaches the loop on another task; 1 and 2 are still held, so a loop that
+            // only stops taking once its work is done (or never) has not stopped when this gives up.
+            // Giving up is not the failure itself: the test goes on, and such a loop is caught below
+            // taking element 3.
+            try? await eventually("the loop stops taking", timeout: .seconds(10), poll: .milliseconds(5)) {
+                finishedAtStop.withLock { $0 } != nil
+            }
+            // 3 arrives after the shutdown, while the loop still runs (2 is in flight) and has a free
+            // worker (1 is done): a loop still taking would start it now.
+            continuation.yield(3)
+            gates.open(1)
+            try await eventually("1 finished", timeout: .seconds(5), poll: .milliseconds(5)) { finished.withLock { $0 }.contains(1) }
+            gates.open(2)
         }
+        // The loop has returned: whatever it took was started before that.
+        #expect(finishedAtStop.withLock { $0 } == [], "stopped taking at shutdown, with 1 and 2 still in flight")
         #expect(finished.withLock { $0.sorted() } == [1, 2], "not cancelled: there is no drain deadline")
-        continuation.yield(3)
         #expect(started.seen.sorted() == [1, 2], "nothing taken after shutdown")
     }
 
@@ -224,6 +248,22 @@ private final class Load: Sendable {
     func finish() { state.withLock { $0.running -= 1 } }
     var peak: Int { state.withLock { $0.peak } }
     var seen: [Int] { state.withLock { $0.seen } }
+}
+
+/// Work that waits until the test opens its element's gate; elements without a gate run through.
+private final class Gates: Sendable {
+    private let gates: [Int: (stream: AsyncStream<Never>, continuation: AsyncStream<Never>.Continuation)]
+
+    init(_ elements: [Int]) {
+        gates = Dictionary(uniqueKeysWithValues: elements.map { ($0, AsyncStream<Never>.makeStream()) })
+    }
+
+    func wait(for element: Int) async {
+        guard let gate = gates[element] else { return }
+        for await _ in gate.stream {}
+    }
+
+    func open(_ element: Int) { gates[element]?.continuation.finish() }
 }
 
 private struct LoopService: Service {

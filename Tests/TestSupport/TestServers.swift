@@ -18,12 +18,13 @@ public enum TestServers {
         LocalServer(.rabbitmq, name: "test", port: URLComponents(string: amqpURL)?.port ?? 35672)
     }
 
-    /// The shared RabbitMQ's TLS listener, trusting its CA: `PUSH_TEST_AMQPS_URL`, default
-    /// `amqps://guest:guest@localhost:35671/%2f?cacertfile=<tlsDirectory>/ca.pem`. The host is
-    /// `localhost` because the server certificate names no IP address.
+    /// The shared RabbitMQ's TLS listener, trusting its CA and presenting the client certificate the
+    /// listener requires: `PUSH_TEST_AMQPS_URL`, default `amqps://guest:guest@localhost:35671/%2f?
+    /// cacertfile=<tlsDirectory>/ca.pem&certfile=<tlsDirectory>/client.pem&keyfile=<tlsDirectory>/client.key`.
+    /// The host is `localhost` because the server certificate names no IP address.
     public static var amqpsURL: String {
         ProcessInfo.processInfo.environment["PUSH_TEST_AMQPS_URL"]
-            ?? "amqps://guest:guest@localhost:35671/%2f?cacertfile=\(tlsDirectory)/ca.pem"
+            ?? "amqps://guest:guest@localhost:35671/%2f?cacertfile=\(tlsDirectory)/ca.pem&certfile=\(tlsDirectory)/client.pem&keyfile=\(tlsDirectory)/client.key"
     }
 
     /// The shared RabbitMQ's certificates (`ca.pem`, `server.pem`, `client.pem` + `client.key`, all
