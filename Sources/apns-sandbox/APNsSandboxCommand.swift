@@ -17,6 +17,8 @@ struct APNsSandboxCommand: AsyncParsableCommand {
               PUT /tokens/{token} {"state":"unregistered","timestamp":<ms>} | {"state":"bad"} | {"state":"active"},
               PUT /faults {"status":503,"rate":0.1} | {"goaway_every":N} | {"delay_ms":D} | {"drop_every":N},
               GET /faults, DELETE /faults, GET /stats, GET /healthz.
+            A TLS client that offers no ALPN gets HTTP/2 with prior knowledge, as Apple serves it; one that
+            offers ALPN without h2 is refused (no_application_protocol).
             Both listeners bind 127.0.0.1. A payload that is not a JSON object is answered 400 PayloadEmpty
             (APNs documents no reason for it). SIGTERM or SIGINT stops accepting, answers the streams in
             flight (GOAWAY) and exits 0.
