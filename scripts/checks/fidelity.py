@@ -299,6 +299,11 @@ async def aioapns_checks(sandbox, credentials):
         delivered += 1 if got_status == "200" else 0
         check(ok, f"aioapns token auth: {name} -> {status} {reason or ''}".rstrip(), f"{got_status} {got_reason}")
 
+    # The one connection aioapns made for all of the above offered no ALPN: prior knowledge.
+    ssl_objects = [c.transport.get_extra_info("ssl_object") for c in client.pool.connections if c.transport]
+    protocols = [o.selected_alpn_protocol() for o in ssl_objects if o is not None]
+    check(protocols == [None], "aioapns's connection negotiated no ALPN (HTTP/2 with prior knowledge)", f"ALPN {protocols}")
+
     gone = "fe" * 32
     sandbox.admin("PUT", f"/tokens/{gone}", {"state": "unregistered", "timestamp": 1700000000000})
     got = await send(client, NotificationRequest(gone, alert()))

@@ -13,7 +13,7 @@
 # aioapns (with its h2, PyJWT and cryptography) from PyPI into the venv .local/fidelity-venv. Prints
 # one line per check and `fidelity: N passed, N failed`; exits 1 when a check failed, 2 on a usage
 # error, 3 when a prerequisite is missing or cannot be installed. The sandbox is stopped at the end,
-# also on failure or Ctrl-C. About 15 s once installed.
+# also on failure or Ctrl-C. A few seconds once installed.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
