@@ -3,9 +3,10 @@ import Glibc
 import HTTP2Transport
 import Logging
 
-/// One client connection: its TLS stream (socket and `SSL`) and, once the handshake chose `h2`, its
-/// HTTP/2 server session (``HTTP2OverTLS``), all owned and freed here, driven by the worker thread
-/// that accepted it (never touched by another thread).
+/// One client connection: its TLS stream (socket and `SSL`) and, once the handshake is done (ALPN
+/// `h2`, or no ALPN: ``ConnectionProtocol``), its HTTP/2 server session (``HTTP2OverTLS``), all
+/// owned and freed here, driven by the worker thread that accepted it (never touched by another
+/// thread).
 ///
 /// Input: TLS → the session, whose events (``HTTP2SessionDelegate``) collect each stream's request
 /// and answer it when complete. Output: the session → TLS, after the worker recorded the pass's
@@ -157,11 +158,8 @@ final class HTTP2Connection {
     }
 
     private func established() {
-        guard tls.negotiatedHTTP2 else {
-            // The ALPN callback refuses clients that offer other protocols; this one offered none.
-            worker.logger.debug("closing a TLS connection that did not negotiate h2", metadata: ["sandbox.connection": "\(id)"])
-            closeNow()
-            return
+        if ConnectionProtocol(negotiatedHTTP2: tls.negotiatedHTTP2) == .priorKnowledge {
+            worker.logger.debug("a TLS client without ALPN: HTTP/2 with prior knowledge", metadata: ["sandbox.connection": "\(id)"])
         }
         switch tls.peerCertificate(requested: worker.tls.requestsClientCertificates) {
         case .none: authentication = .none

@@ -3,8 +3,10 @@ import Crypto
 import Foundation
 
 /// Checks `authorization: bearer <JWT>` provider tokens as APNs does: an ES256 JWT whose header has
-/// `alg` ES256 and a `kid`, whose claims have `iss` and a numeric `iat`, signed by the key `kid`
-/// names, and at most an hour old.
+/// `alg` ES256 and a 10-character `kid`, whose claims have a 10-character `iss` and an `iat` (see
+/// ``ProviderTokenClaims`` for the forms, a string of digits included), signed by the key `kid`
+/// names, naming in `iss` the team that key belongs to (when ``init(publicKeys:keyTeams:)`` was told),
+/// and at most an hour old (older: ``APNsReason/expiredProviderToken``).
 ///
 /// With no public keys every well-formed ES256 token is accepted (its signature is not checked);
 /// with keys, a token whose `kid` has none is refused. Results are cached per token text (clients
@@ -19,6 +21,7 @@ public final class ProviderTokenVerifier {
     static let cacheLimit = 1024
 
     private let publicKeys: [String: P256.Signing.PublicKey]
+    private let keyTeams: [String: String]
     private var cache: [String: Verdict] = [:]
     /// Verdicts cached now (at most ``cacheLimit``).
     var cachedVerdicts: Int { cache.count }
@@ -29,13 +32,17 @@ public final class ProviderTokenVerifier {
         case invalid
     }
 
-    /// - Parameter publicKeys: Key id (`kid`) → public key; empty accepts any well-formed token.
-    public init(publicKeys: [String: P256.Signing.PublicKey] = [:]) {
+    /// - Parameters:
+    ///   - publicKeys: Key id (`kid`) → public key; empty accepts any well-formed token.
+    ///   - keyTeams: Key id → the team id the key belongs to (`--key-team`): a token with that `kid`
+    ///     must name the team in `iss`, as Apple refuses a key used for another team.
+    public init(publicKeys: [String: P256.Signing.PublicKey] = [:], keyTeams: [String: String] = [:]) {
         self.publicKeys = publicKeys
+        self.keyTeams = keyTeams
     }
 
     /// Parses PEM public keys by key id; throws naming the key id whose PEM is unusable.
-    public convenience init(publicKeyPEMs: [String: String]) throws(SandboxError) {
+    public convenience init(publicKeyPEMs: [String: String], keyTeams: [String: String] = [:]) throws(SandboxError) {
         var keys: [String: P256.Signing.PublicKey] = [:]
         for (keyID, pem) in publicKeyPEMs {
             do {
@@ -44,7 +51,7 @@ public final class ProviderTokenVerifier {
                 throw SandboxError(.configuration, "--public-key \(keyID): not a P-256 public key in PEM (\(error))")
             }
         }
-        self.init(publicKeys: keys)
+        self.init(publicKeys: keys, keyTeams: keyTeams)
     }
 
     /// nil when the `authorization` value carries a valid, fresh token; otherwise the reason APNs
@@ -84,26 +91,15 @@ public final class ProviderTokenVerifier {
             let signature = Self.base64URLDecode(parts[2]), signature.count == 64,
             let header = (try? JSONSerialization.jsonObject(with: Data(headerBytes))) as? [String: Any],
             let claims = (try? JSONSerialization.jsonObject(with: Data(claimsBytes))) as? [String: Any],
-            header["alg"] as? String == "ES256",
-            let keyID = header["kid"] as? String, !keyID.isEmpty,
-            let issuer = claims["iss"] as? String, !issuer.isEmpty,
-            let issuedAt = Self.integer(claims["iat"])
+            let parsed = ProviderTokenClaims(header: header, claims: claims)
         else { return .invalid }
-        guard !publicKeys.isEmpty else { return .wellFormed(issuedAt: issuedAt) }
-        guard let key = publicKeys[keyID],
+        if let team = keyTeams[parsed.keyID], team != parsed.issuer { return .invalid }
+        guard !publicKeys.isEmpty else { return .wellFormed(issuedAt: parsed.issuedAt) }
+        guard let key = publicKeys[parsed.keyID],
             let ecdsa = try? P256.Signing.ECDSASignature(rawRepresentation: signature)
         else { return .invalid }
         let signingInput = Data("\(parts[0]).\(parts[1])".utf8)
-        return key.isValidSignature(ecdsa, for: signingInput) ? .wellFormed(issuedAt: issuedAt) : .invalid
-    }
-
-    /// `iat` must be a JSON number with an integral value (not a string, not a boolean).
-    private static func integer(_ value: Any?) -> Int64? {
-        // JSONSerialization gives booleans as NSNumbers of type "c" (char); real numbers never are.
-        guard let number = value as? NSNumber, String(cString: number.objCType) != "c" else { return nil }
-        let double = number.doubleValue
-        guard double.isFinite, double == double.rounded(), abs(double) < 1e15 else { return nil }
-        return Int64(double)
+        return key.isValidSignature(ecdsa, for: signingInput) ? .wellFormed(issuedAt: parsed.issuedAt) : .invalid
     }
 
     static func base64URLDecode(_ text: Substring) -> [UInt8]? {

@@ -23,6 +23,10 @@ public struct SandboxConfiguration: Sendable {
     public var identity: ServerIdentity
     /// `--public-key KEYID=PEM`: key id → public key PEM text. Empty accepts any well-formed ES256 token.
     public var publicKeys: [String: String]
+    /// `--key-team KEYID=TEAMID`: key id → the team id it belongs to; a token with that `kid` must
+    /// name that team in `iss` (else 403 `InvalidProviderToken`). Keys not named here take any
+    /// well-formed team id.
+    public var keyTeams: [String: String] = [:]
     /// `--client-ca`: a PEM file of CA certificates whose client certificates are accepted.
     public var clientCAFile: String?
     /// Event-loop threads, each owning its connections.

@@ -54,13 +54,13 @@ public final class SandboxServer: Service, Sendable, CustomStringConvertible {
             throw SandboxError(error)
         }
         // Parsed once here so a bad key stops the start with a message naming it.
-        _ = try ProviderTokenVerifier(publicKeyPEMs: configuration.publicKeys)
+        _ = try ProviderTokenVerifier(publicKeyPEMs: configuration.publicKeys, keyTeams: configuration.keyTeams)
         var workers: [SandboxWorker] = []
         for index in 0..<configuration.workerThreads {
             let context = WorkerContext(
                 tls: tls,
                 state: state,
-                verifier: try ProviderTokenVerifier(publicKeyPEMs: configuration.publicKeys),
+                verifier: try ProviderTokenVerifier(publicKeyPEMs: configuration.publicKeys, keyTeams: configuration.keyTeams),
                 seed: state.faultSeed.map { $0 &+ UInt64(index) },
                 logger: logger
             )

@@ -17,6 +17,8 @@ struct APNsSandboxCommand: AsyncParsableCommand {
               PUT /tokens/{token} {"state":"unregistered","timestamp":<ms>} | {"state":"bad"} | {"state":"active"},
               PUT /faults {"status":503,"rate":0.1} | {"goaway_every":N} | {"delay_ms":D} | {"drop_every":N},
               GET /faults, DELETE /faults, GET /stats, GET /healthz.
+            A TLS client that offers no ALPN gets HTTP/2 with prior knowledge, as Apple serves it; one that
+            offers ALPN without h2 is refused (no_application_protocol).
             Both listeners bind 127.0.0.1. A payload that is not a JSON object is answered 400 PayloadEmpty
             (APNs documents no reason for it). SIGTERM or SIGINT stops accepting, answers the streams in
             flight (GOAWAY) and exits 0.
@@ -48,6 +50,9 @@ struct APNsSandboxCommand: AsyncParsableCommand {
 
     @Option(help: "KEYID=PEM: verify JWTs with this kid against this public key (a PEM file, or PEM text; repeatable).")
     var publicKey: [String] = []
+
+    @Option(help: "KEYID=TEAMID: JWTs with this kid must name this team id in iss, as Apple requires of a key's tokens (repeatable).")
+    var keyTeam: [String] = []
 
     @Option(help: "CA (PEM) whose client certificates are accepted for certificate auth.")
     var clientCa: String?
@@ -84,6 +89,7 @@ struct APNsSandboxCommand: AsyncParsableCommand {
         for entry in publicKey where !entry.contains("=") {
             throw ValidationError("--public-key '\(entry)' must be KEYID=PEM")
         }
+        _ = try Self.keyTeams(keyTeam)
         guard recordLimit >= 1 else { throw ValidationError("--record-limit must be at least 1") }
         guard (1...64).contains(workers) else { throw ValidationError("--workers must be 1–64") }
     }
@@ -112,6 +118,7 @@ struct APNsSandboxCommand: AsyncParsableCommand {
                 shutdownTimeout: environment.shutdownTimeout
             )
             configuration.host = host
+            configuration.keyTeams = try Self.keyTeams(keyTeam)
             sandbox = try buildAPNsSandbox(configuration: configuration, logger: logger) { adminPort in
                 logger.info("admin API listening", metadata: ["sandbox.admin_port": "\(adminPort)"])
             }
@@ -127,6 +134,22 @@ struct APNsSandboxCommand: AsyncParsableCommand {
         if let caOut { metadata["sandbox.ca_file"] = "\(caOut)" }
         logger.info("HTTP/2 listening", metadata: metadata)
         try await runService(services: sandbox.services, adminServer: nil, shutdownTimeout: environment.shutdownTimeout, logger: logger)
+    }
+
+    /// `KEYID=TEAMID` entries → key id → team id, both 10 letters or digits as Apple issues them.
+    static func keyTeams(_ entries: [String]) throws -> [String: String] {
+        var teams: [String: String] = [:]
+        for entry in entries {
+            let parts = entry.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
+            guard parts.count == 2, ProviderTokenClaims.isAppleIdentifier(parts[0]), ProviderTokenClaims.isAppleIdentifier(parts[1]) else {
+                throw ValidationError("--key-team '\(entry)' must be KEYID=TEAMID, each 10 letters or digits")
+            }
+            guard teams[parts[0]] == nil || teams[parts[0]] == parts[1] else {
+                throw ValidationError("--key-team gives key \(parts[0]) two teams; a key belongs to one team")
+            }
+            teams[parts[0]] = parts[1]
+        }
+        return teams
     }
 
     /// `KEYID=PEM` entries → key id → PEM text (the value is a file path unless it is PEM itself).

@@ -57,12 +57,40 @@ struct ProviderTokenVerifierTests {
         let verifier = ProviderTokenVerifier()
         #expect(
             verifier.rejection(
-                authorization: Self.jwt(header: #"{"alg":"ES256","kid":"K"}"#, claims: #"{"iss":"T","iat":\#(Self.now)}"#), now: Self.now) == nil)
+                authorization: Self.jwt(header: #"{"alg":"ES256","kid":"KEY0000001"}"#, claims: #"{"iss":"TEAM000001","iat":\#(Self.now)}"#),
+                now: Self.now) == nil)
+    }
+
+    /// APNSwift 5 and 6 send `"iat": "<digits>"`; Apple's servers take it (ProviderTokenClaims).
+    @Test func anIatOfDecimalDigitsInAStringIsATime() throws {
+        let verifier = ProviderTokenVerifier()
+        let header = #"{"alg":"ES256","typ":"JWT","kid":"KEY0000001"}"#
+        let apnswift = Self.jwt(header: header, claims: #"{"iss":"TEAM000001","iat":"\#(Self.now)","kid":"KEY0000001"}"#)
+        #expect(verifier.rejection(authorization: apnswift, now: Self.now) == nil)
+        #expect(verifier.rejection(authorization: apnswift, now: Self.now + 3601) == .expiredProviderToken)
+    }
+
+    @Test func aKeyTiedToATeamNeedsThatTeamInIss() throws {
+        let p8 = P256.Signing.PrivateKey().pemRepresentation
+        let key = try APNsSigningKey(p8: p8, keyID: "ABC123DEFG", teamID: "DEF123GHIJ")
+        let sameKeyOtherTeam = try APNsSigningKey(p8: p8, keyID: "ABC123DEFG", teamID: "OTHER12345")
+        let otherKey = try APNsSigningKey(p8: P256.Signing.PrivateKey().pemRepresentation, keyID: "XYZ123DEFG", teamID: "OTHER12345")
+        let signed = try ProviderTokenVerifier(
+            publicKeyPEMs: ["ABC123DEFG": key.publicKeyPEM, "XYZ123DEFG": otherKey.publicKeyPEM], keyTeams: ["ABC123DEFG": "DEF123GHIJ"])
+        let unsigned = ProviderTokenVerifier(keyTeams: ["ABC123DEFG": "DEF123GHIJ"])
+        for verifier in [signed, unsigned] {
+            #expect(verifier.rejection(authorization: "bearer \(try key.providerToken(issuedAt: Self.now))", now: Self.now) == nil)
+            #expect(
+                verifier.rejection(authorization: "bearer \(try sameKeyOtherTeam.providerToken(issuedAt: Self.now))", now: Self.now)
+                    == .invalidProviderToken)
+            // A key with no team given takes any well-formed team.
+            #expect(verifier.rejection(authorization: "bearer \(try otherKey.providerToken(issuedAt: Self.now))", now: Self.now) == nil)
+        }
     }
 
     @Test func malformedTokens() {
         let verifier = ProviderTokenVerifier()
-        let claims = #"{"iss":"T","iat":\#(Self.now)}"#
+        let claims = #"{"iss":"TEAM000001","iat":\#(Self.now)}"#
         let cases = [
             "",
             "bearer",
@@ -70,14 +98,24 @@ struct ProviderTokenVerifierTests {
             "bearer a.b",
             "bearer a.b.c.d",
             "bearer !!.??.**",
-            Self.jwt(header: #"{"alg":"HS256","kid":"K"}"#, claims: claims),
+            Self.jwt(header: #"{"alg":"HS256","kid":"KEY0000001"}"#, claims: claims),
+            Self.jwt(header: #"{"alg":"none","kid":"KEY0000001"}"#, claims: claims),
             Self.jwt(header: #"{"alg":"ES256"}"#, claims: claims),
             Self.jwt(header: #"{"alg":"ES256","kid":""}"#, claims: claims),
-            Self.jwt(header: #"{"alg":"ES256","kid":"K"}"#, claims: #"{"iat":\#(Self.now)}"#),
-            Self.jwt(header: #"{"alg":"ES256","kid":"K"}"#, claims: #"{"iss":"T","iat":"\#(Self.now)"}"#),
-            Self.jwt(header: #"{"alg":"ES256","kid":"K"}"#, claims: #"{"iss":"T","iat":true}"#),
-            Self.jwt(header: #"{"alg":"ES256","kid":"K"}"#, claims: #"{"iss":"T","iat":1.5}"#),
-            Self.jwt(header: #"{"alg":"ES256","kid":"K"}"#, claims: claims, signature: Array(repeating: 1, count: 63)),
+            Self.jwt(header: #"{"alg":"ES256","kid":"K"}"#, claims: claims),
+            Self.jwt(header: #"{"alg":"ES256","kid":"KEY00000001"}"#, claims: claims),
+            Self.jwt(header: #"{"alg":"ES256","kid":"KEY000000-"}"#, claims: claims),
+            Self.jwt(header: #"{"alg":"ES256","kid":1234567890}"#, claims: claims),
+            Self.jwt(header: #"{"alg":"ES256","kid":"KEY0000001"}"#, claims: #"{"iat":\#(Self.now)}"#),
+            Self.jwt(header: #"{"alg":"ES256","kid":"KEY0000001"}"#, claims: #"{"iss":"T","iat":\#(Self.now)}"#),
+            Self.jwt(header: #"{"alg":"ES256","kid":"KEY0000001"}"#, claims: #"{"iss":"TEAM 00001","iat":\#(Self.now)}"#),
+            Self.jwt(header: #"{"alg":"ES256","kid":"KEY0000001"}"#, claims: #"{"iss":"TEAM000001"}"#),
+            Self.jwt(header: #"{"alg":"ES256","kid":"KEY0000001"}"#, claims: #"{"iss":"TEAM000001","iat":true}"#),
+            Self.jwt(header: #"{"alg":"ES256","kid":"KEY0000001"}"#, claims: #"{"iss":"TEAM000001","iat":1.5}"#),
+            Self.jwt(header: #"{"alg":"ES256","kid":"KEY0000001"}"#, claims: #"{"iss":"TEAM000001","iat":"1.8e9"}"#),
+            Self.jwt(header: #"{"alg":"ES256","kid":"KEY0000001"}"#, claims: #"{"iss":"TEAM000001","iat":" \#(Self.now)"}"#),
+            Self.jwt(header: #"{"alg":"ES256","kid":"KEY0000001"}"#, claims: #"{"iss":"TEAM000001","iat":null}"#),
+            Self.jwt(header: #"{"alg":"ES256","kid":"KEY0000001"}"#, claims: claims, signature: Array(repeating: 1, count: 63)),
             Self.jwt(header: "not json", claims: claims),
         ]
         for authorization in cases {
@@ -97,7 +135,7 @@ struct ProviderTokenVerifierTests {
     @Test func theCacheIsBounded() throws {
         let verifier = ProviderTokenVerifier()
         for issuedAt in 0..<Int64(ProviderTokenVerifier.cacheLimit * 2 + 5) {
-            let token = Self.jwt(header: #"{"alg":"ES256","kid":"K"}"#, claims: #"{"iss":"T","iat":\#(Self.now - issuedAt)}"#)
+            let token = Self.jwt(header: #"{"alg":"ES256","kid":"KEY0000001"}"#, claims: #"{"iss":"TEAM000001","iat":\#(Self.now - issuedAt)}"#)
             #expect(verifier.rejection(authorization: token, now: Self.now) == (issuedAt > 3600 ? .expiredProviderToken : nil))
             #expect(verifier.cachedVerdicts <= ProviderTokenVerifier.cacheLimit)
         }

@@ -5,7 +5,8 @@ import Foundation
 /// `APNSAuthenticationTokenManager` does: an actor, so every request awaits it.
 ///
 /// One difference: the `iat` claim is a JSON number here. APNSwift writes it as a string
-/// (`"iat": "1700000000"`), which Apple accepts but apns-sandbox answers 403 InvalidProviderToken.
+/// (`"iat": "1700000000"`), which Apple accepts (and apns-sandbox too, since it was taught to;
+/// when this was written it answered 403 InvalidProviderToken).
 actor ProviderTokenCache {
     private let privateKey: P256.Signing.PrivateKey
     private let keyID: String
