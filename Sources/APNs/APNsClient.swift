@@ -110,8 +110,14 @@ public final class APNsClient: Sendable {
             completion(.failure(APNsClientError(.invalidRequest, error.description)))
             return
         }
+        enqueue(.notification(notification), timeout: timeout, completion: .notification(completion))
+    }
+
+    /// Queues a request of any kind (notifications, broadcasts and channel requests share the queue,
+    /// its bound and the connections); the completion runs exactly once.
+    func enqueue(_ message: PendingRequest.Message, timeout: Duration?, completion: PendingRequest.Completion) {
         let request = PendingRequest(
-            notification: notification,
+            message: message,
             deadline: monotonicNanoseconds() + (timeout ?? configuration.requestTimeout).nanoseconds,
             completion: completion
         )
@@ -123,6 +129,14 @@ public final class APNsClient: Sendable {
         case .closed:
             request.complete(.failure(APNsClientError(.shutdown, "the client is shut down")))
         }
+    }
+
+    /// Sends one request that is not a device notification and returns the answer as it came.
+    func send(_ request: APNsHTTPRequest, timeout: Duration?) async throws(APNsClientError) -> APNsAnswer {
+        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<APNsAnswer, APNsClientError>, Never>) in
+            enqueue(.http(request), timeout: timeout, completion: .answer { continuation.resume(returning: $0) })
+        }
+        return try result.get()
     }
 
     /// Fails queued requests with `shutdown`, lets in-flight ones finish (at most the request

@@ -51,6 +51,8 @@ final class ClientConnection: @unchecked Sendable {
         var status: Int?
         var apnsID: String?
         var apnsUniqueID: String?
+        var apnsRequestID: String?
+        var apnsChannelID: String?
         var body: [UInt8] = []
         /// When the stream was opened (monotonic ns).
         let openedAt = monotonicNanoseconds()
@@ -285,10 +287,10 @@ final class ClientConnection: @unchecked Sendable {
                 return true
             }
         }
-        let fields = request.notification.headers(authority: shared.configuration.endpoint.authority, authorization: authorization?.value)
+        let fields = request.headerFields(authority: shared.configuration.endpoint.authority, authorization: authorization?.value)
         var headers = HTTP2HeaderBlock(bytes: 512 + (authorization?.value.utf8.count ?? 0), fields: fields.count)
         for field in fields { headers.add(field.name, field.value) }
-        let streamID = session.submitRequest(&headers, hasBody: true)
+        let streamID = session.submitRequest(&headers, hasBody: !request.body.isEmpty)
         guard streamID > 0 else {
             logger.debug("nghttp2 took no more streams", metadata: ["http2.error": "\(http2ErrorText(Int(streamID)))"])
             machine.streamsExhausted()
@@ -438,12 +440,16 @@ extension ClientConnection: HTTP2SessionDelegate {
             stream.apnsID = String(decoding: value, as: UTF8.self)
         } else if name.elementsEqual("apns-unique-id".utf8) {
             stream.apnsUniqueID = String(decoding: value, as: UTF8.self)
+        } else if name.elementsEqual("apns-request-id".utf8) {
+            stream.apnsRequestID = String(decoding: value, as: UTF8.self)
+        } else if name.elementsEqual("apns-channel-id".utf8) {
+            stream.apnsChannelID = String(decoding: value, as: UTF8.self)
         }
     }
 
     func http2Data(streamID: Int32, _ bytes: UnsafeBufferPointer<UInt8>) {
-        guard let stream = machine.stream(streamID), stream.body.count < 64 * 1024 else { return }
-        stream.body.append(contentsOf: bytes)
+        guard let stream = machine.stream(streamID), stream.body.count < stream.request.maximumAnswerBody else { return }
+        stream.body.append(contentsOf: bytes.prefix(stream.request.maximumAnswerBody - stream.body.count))
     }
 
     func http2FrameReceived(_ frame: HTTP2Frame) {
@@ -484,9 +490,11 @@ extension ClientConnection: HTTP2SessionDelegate {
         case .lost(let stream, let reason):
             stream.request.complete(.failure(APNsClientError(.connectionLost, reason)))
         case .answered(let stream):
-            var response = APNsResponse(status: stream.status!, apnsID: stream.apnsID, apnsUniqueID: stream.apnsUniqueID, body: stream.body)
-            response.roundTrip = .nanoseconds(Int64(monotonicNanoseconds() &- stream.openedAt))
-            if response.reason == .expiredProviderToken, let tokens = shared.tokens, let issuedAt = stream.tokenIssuedAt,
+            let answer = APNsAnswer(
+                status: stream.status!, apnsID: stream.apnsID, apnsUniqueID: stream.apnsUniqueID, apnsRequestID: stream.apnsRequestID,
+                apnsChannelID: stream.apnsChannelID, body: stream.body, roundTrip: .nanoseconds(Int64(monotonicNanoseconds() &- stream.openedAt))
+            )
+            if answer.status == 403, answer.reason == .expiredProviderToken, let tokens = shared.tokens, let issuedAt = stream.tokenIssuedAt,
                 tokens.expired(usedIssuedAt: issuedAt), stream.request.claimFreshTokenResend()
             {
                 logger.notice("APNs called the provider token expired; resending with a new one")
@@ -495,13 +503,13 @@ extension ClientConnection: HTTP2SessionDelegate {
                     return
                 }
             }
-            stream.request.complete(.success(response))
+            stream.request.complete(.success(answer))
         }
     }
 
     func http2Body(streamID: Int32, into buffer: UnsafeMutableBufferPointer<UInt8>) -> (count: Int, finished: Bool) {
         guard let stream = machine.stream(streamID) else { return (0, true) }
-        let payload = stream.request.notification.payload
+        let payload = stream.request.body
         let count = min(buffer.count, payload.count - stream.bodyOffset)
         payload.withUnsafeBufferPointer { source in
             buffer.baseAddress!.update(from: source.baseAddress! + stream.bodyOffset, count: count)

@@ -1,10 +1,28 @@
 import IOSupport
 import Synchronization
 
-/// One notification on its way: waiting in the queue, then in flight on a connection's stream, until
-/// it completes exactly once (an answer, a timeout, a transport failure or shutdown).
+/// One request on its way (a notification, a broadcast or a channel-management request): waiting in
+/// the queue, then in flight on a connection's stream, until it completes exactly once (an answer, a
+/// timeout, a transport failure or shutdown).
 final class PendingRequest: Sendable {
-    let notification: APNsNotification
+    /// What goes on the wire.
+    enum Message: Sendable {
+        case notification(APNsNotification)
+        case http(APNsHTTPRequest)
+    }
+
+    /// Who hears the result: notifications an ``APNsResponse``, broadcasts and channel requests the
+    /// answer as it came (their callers read other headers and the body).
+    enum Completion: Sendable {
+        case notification(@Sendable (Result<APNsResponse, APNsClientError>) -> Void)
+        case answer(@Sendable (Result<APNsAnswer, APNsClientError>) -> Void)
+    }
+
+    let message: Message
+    /// The request body (the notification's payload); empty sends no DATA frame.
+    let body: [UInt8]
+    /// Bytes of the answer's body kept.
+    let maximumAnswerBody: Int
     /// Monotonic nanoseconds after which the caller gets ``APNsClientError/Code/timeout``.
     let deadline: UInt64
     /// When the caller handed it over (monotonic ns).
@@ -12,7 +30,7 @@ final class PendingRequest: Sendable {
     private let state: Mutex<State>
 
     /// Called exactly once with the result (``APNsClient/send(_:timeout:completion:)``).
-    private let completion: @Sendable (Result<APNsResponse, APNsClientError>) -> Void
+    private let completion: Completion
 
     private struct State {
         var completed = false
@@ -25,22 +43,42 @@ final class PendingRequest: Sendable {
     /// Past this many unprocessed requeues the request fails instead of circling forever.
     static let maximumRequeues = 10
 
-    init(notification: APNsNotification, deadline: UInt64, completion: @escaping @Sendable (Result<APNsResponse, APNsClientError>) -> Void) {
-        self.notification = notification
+    init(message: Message, deadline: UInt64, completion: Completion) {
+        self.message = message
+        switch message {
+        case .notification(let notification):
+            body = notification.payload
+            maximumAnswerBody = APNsHTTPRequest.defaultMaximumAnswerBody
+        case .http(let request):
+            body = request.body
+            maximumAnswerBody = request.maximumAnswerBody
+        }
         self.deadline = deadline
         self.completion = completion
         state = Mutex(State())
     }
 
+    /// The request headers, in the order they are sent (pseudo-headers first).
+    func headerFields(authority: String, authorization: String?) -> [(name: String, value: String)] {
+        switch message {
+        case .notification(let notification): notification.headers(authority: authority, authorization: authorization)
+        case .http(let request): request.headerFields(authority: authority, authorization: authorization)
+        }
+    }
+
     var isCompleted: Bool { state.withLock { $0.completed } }
 
     /// Completes the request; later calls do nothing.
-    func complete(_ result: Result<APNsResponse, APNsClientError>) {
+    func complete(_ result: Result<APNsAnswer, APNsClientError>) {
         let first = state.withLock { state -> Bool in
             defer { state.completed = true }
             return !state.completed
         }
-        if first { completion(result) }
+        guard first else { return }
+        switch completion {
+        case .notification(let completion): completion(result.map(APNsResponse.init(answer:)))
+        case .answer(let completion): completion(result)
+        }
     }
 
     /// Counts an unprocessed requeue; false once the bound is reached.
