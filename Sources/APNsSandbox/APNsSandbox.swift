@@ -30,7 +30,8 @@ public func buildAPNsSandbox(
     onAdminRunning: @escaping @Sendable (_ port: Int) async -> Void = { _ in }
 ) throws(SandboxError) -> APNsSandbox {
     let state = SandboxState(
-        recordLimit: configuration.recordLimit, faultSeed: configuration.faultSeed, trackDuplicates: configuration.trackDuplicates)
+        recordLimit: configuration.recordLimit, faultSeed: configuration.faultSeed, trackDuplicates: configuration.trackDuplicates,
+        channelLimit: configuration.channelLimit)
     let server = try SandboxServer(configuration: configuration, state: state, logger: logger)
     let router = Router()
     SandboxAdminRoutes(state: state).add(to: router)

@@ -1,3 +1,5 @@
+import APNs
+
 /// The admin API's JSON answers, written directly (recorded payloads are spliced in byte for byte:
 /// they were validated as JSON objects when received).
 enum AdminJSON {
@@ -7,10 +9,14 @@ enum AdminJSON {
         out.append(contentsOf: #"{"deliveries":["#.utf8)
         for (index, delivery) in deliveries.enumerated() {
             if index > 0 { out.append(UInt8(ascii: ",")) }
+            let channel = delivery.channel
             out.append(contentsOf: #"{"token":"#.utf8)
-            appendString(delivery.token, to: &out)
+            // A broadcast went to a channel, not to a token.
+            if channel == nil { appendString(delivery.token, to: &out) } else { out.append(contentsOf: "null".utf8) }
             out.append(contentsOf: #","topic":"#.utf8)
             appendString(delivery.topic, to: &out)
+            out.append(contentsOf: #","channel":"#.utf8)
+            if let channel { appendString(channel, to: &out) } else { out.append(contentsOf: "null".utf8) }
             out.append(contentsOf: #","headers":{"#.utf8)
             for (fieldIndex, field) in delivery.headers.enumerated() {
                 if fieldIndex > 0 { out.append(UInt8(ascii: ",")) }
@@ -39,6 +45,17 @@ enum AdminJSON {
         if let distinct = statistics.distinctDelivered, let duplicates = statistics.duplicates {
             out += #","distinct_delivered":\#(distinct),"duplicates":\#(duplicates)"#
         }
+        if statistics.channelRequests > 0 {
+            out += #","channel_requests":\#(statistics.channelRequests),"#
+            out +=
+                #""channel_by_status":{"#
+                + statistics.channelByStatus.sorted { $0.key < $1.key }.map { #""\#($0.key)":\#($0.value)"# }
+                .joined(separator: ",") + "},"
+            out +=
+                #""channel_by_reason":{"#
+                + statistics.channelByReason.sorted { $0.key < $1.key }.map { "\(string($0.key)):\($0.value)" }
+                .joined(separator: ",") + "}"
+        }
         out += "}"
         return Array(out.utf8)
     }
@@ -50,6 +67,23 @@ enum AdminJSON {
         if let delay = faults.delayMilliseconds { entries.append(#"{"delay_ms":\#(delay)}"#) }
         if let every = faults.dropEvery { entries.append(#"{"drop_every":\#(every)}"#) }
         return Array(#"{"faults":[\#(entries.joined(separator: ","))]}"#.utf8)
+    }
+
+    /// `{"channels":[{"app","channel","message_storage_policy","push_type","created_at","broadcasts"}]}`.
+    static func channels(_ channels: [ChannelRegistry.Channel]) -> [UInt8] {
+        var out = Array(#"{"channels":["#.utf8)
+        for (index, channel) in channels.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            out.append(contentsOf: #"{"app":"#.utf8)
+            appendString(channel.bundleID, to: &out)
+            out.append(contentsOf: #","channel":"#.utf8)
+            appendString(channel.id, to: &out)
+            out.append(contentsOf: #","message_storage_policy":\#(channel.storagePolicy.rawValue),"#.utf8)
+            out.append(contentsOf: #""push_type":"\#(APNsChannelClient.channelPushType)","#.utf8)
+            out.append(contentsOf: #""created_at":\#(channel.createdAt),"broadcasts":\#(channel.broadcasts)}"#.utf8)
+        }
+        out.append(contentsOf: "]}".utf8)
+        return out
     }
 
     static func tokenState(_ state: TokenState?, token: String) -> [UInt8] {

@@ -27,13 +27,14 @@ struct DeliveryRing: Sendable {
     }
 
     /// Oldest first, those matching every given filter; with `limit`, the newest `limit` of them.
-    func deliveries(token: String?, app: String?, since: Int64?, limit: Int?) -> [RecordedDelivery] {
+    func deliveries(token: String?, app: String?, since: Int64?, limit: Int?, channel: String? = nil) -> [RecordedDelivery] {
         var matching: [RecordedDelivery] = []
         for offset in 0..<storage.count {
             let delivery = storage[(next + offset) % storage.count]
             if let since, delivery.receivedAt < since { continue }
             if let token, !delivery.matches(token: token) { continue }
             if let app, !delivery.matches(app: app) { continue }
+            if let channel, delivery.channel != channel { continue }
             matching.append(delivery)
         }
         if let limit, matching.count > limit {

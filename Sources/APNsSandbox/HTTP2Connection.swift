@@ -286,10 +286,11 @@ final class HTTP2Connection {
         guard let session = transport?.session else { return }
         stream.response = answer.body
         stream.responseOffset = 0
-        var headers = HTTP2HeaderBlock(bytes: 128, fields: 4)
+        var headers = HTTP2HeaderBlock(bytes: 128, fields: 5)
         headers.add(":status", String(answer.status))
-        headers.add("apns-id", answer.apnsID)
+        headers.add(answer.idHeader, answer.apnsID)
         if let uniqueID = answer.uniqueID { headers.add("apns-unique-id", uniqueID) }
+        if let channelID = answer.channelID { headers.add("apns-channel-id", channelID) }
         if !answer.body.isEmpty { headers.add("content-type", "application/json") }
         if let error = session.submitResponse(streamID: streamID, &headers, hasBody: !answer.body.isEmpty) {
             worker.logger.debug("cannot answer a stream", metadata: ["sandbox.stream": "\(streamID)", "http2.error": "\(http2ErrorText(error))"])

@@ -7,4 +7,9 @@ struct PushAnswer {
     var uniqueID: String?
     /// Empty for 200; `{"reason":…}` otherwise.
     var body: [UInt8]
+    /// The header `apnsID` goes in: `apns-id` for notifications, `apns-request-id` for broadcasts
+    /// and channel management.
+    var idHeader = "apns-id"
+    /// `apns-channel-id` of a 201 to a channel creation.
+    var channelID: String?
 }

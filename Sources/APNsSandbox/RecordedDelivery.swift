@@ -1,25 +1,31 @@
-/// A notification the sandbox accepted (answered 200), as `GET /deliveries` shows it.
+/// A notification the sandbox accepted (answered 200), as `GET /deliveries` shows it: one to a
+/// device token, or a broadcast on a channel (no token; the topic is the bundle id).
 ///
 /// Stored compactly (one byte buffer) because the sandbox keeps hundreds of thousands: the token,
-/// the topic, header names and values (HTTP/2 forbids NUL in either, so NUL separates them) and
-/// the payload, which was validated as a JSON object and is kept byte for byte.
+/// the topic, the channel id, header names and values (HTTP/2 forbids NUL in either, so NUL
+/// separates them) and the payload, which was validated as a JSON object and is kept byte for byte.
 public struct RecordedDelivery: Sendable {
     /// When the request was complete, ms since 1970.
     public let receivedAt: Int64
     private let storage: [UInt8]
     private let tokenEnd: Int32
     private let topicEnd: Int32
+    private let channelEnd: Int32
     private let headersEnd: Int32
 
     /// - Parameters:
+    ///   - token: The device token; empty for a broadcast.
     ///   - headers: Regular headers (no pseudo-headers); `authorization` is left out by the caller.
-    public init(token: String, topic: String, headers: [PushRequest.Field], payload: [UInt8], receivedAt: Int64) {
+    ///   - channel: The channel id of a broadcast; nil for a notification to a device.
+    public init(token: String, topic: String, headers: [PushRequest.Field], payload: [UInt8], receivedAt: Int64, channel: String? = nil) {
         var storage: [UInt8] = []
         storage.reserveCapacity(token.utf8.count + topic.utf8.count + payload.count + headers.count * 32)
         storage.append(contentsOf: token.utf8)
         let tokenEnd = storage.count
         storage.append(contentsOf: topic.utf8)
         let topicEnd = storage.count
+        if let channel { storage.append(contentsOf: channel.utf8) }
+        let channelEnd = storage.count
         for field in headers {
             storage.append(contentsOf: field.name.utf8)
             storage.append(0)
@@ -31,6 +37,7 @@ public struct RecordedDelivery: Sendable {
         self.storage = storage
         self.tokenEnd = Int32(tokenEnd)
         self.topicEnd = Int32(topicEnd)
+        self.channelEnd = Int32(channelEnd)
         self.headersEnd = Int32(headersEnd)
         self.receivedAt = receivedAt
     }
@@ -38,13 +45,17 @@ public struct RecordedDelivery: Sendable {
     /// Lowercase hex.
     public var token: String { String(decoding: storage[0..<Int(tokenEnd)], as: UTF8.self) }
     public var topic: String { String(decoding: storage[Int(tokenEnd)..<Int(topicEnd)], as: UTF8.self) }
+    /// The channel id of a broadcast; nil for a notification to a device.
+    public var channel: String? {
+        channelEnd == topicEnd ? nil : String(decoding: storage[Int(topicEnd)..<Int(channelEnd)], as: UTF8.self)
+    }
     /// The JSON payload, as sent.
     public var payload: ArraySlice<UInt8> { storage[Int(headersEnd)...] }
 
     /// The request's headers, in order.
     public var headers: [PushRequest.Field] {
         var fields: [PushRequest.Field] = []
-        var parts = storage[Int(topicEnd)..<Int(headersEnd)].split(separator: 0, omittingEmptySubsequences: false)
+        var parts = storage[Int(channelEnd)..<Int(headersEnd)].split(separator: 0, omittingEmptySubsequences: false)
         if parts.last?.isEmpty == true { parts.removeLast() }
         var index = 0
         while index + 1 < parts.count {

@@ -3,10 +3,15 @@ import NIOCore
 
 /// The admin HTTP/1.1 JSON API (CONTRACT.md, "apns-sandbox"):
 ///
-/// - `GET /deliveries?token=&app=&since=&limit=` → `{"deliveries":[{"token","topic","headers":{…},
-///   "payload":{…},"received_at"}]}`, oldest first. `token` matches exactly (any case), `app` matches
-///   the topic or the topic with a push-type suffix (`app.voip`, …), `since` keeps `received_at ≥
-///   since` (ms), `limit` keeps the newest N.
+/// - `GET /deliveries?token=&app=&since=&limit=&channel=` → `{"deliveries":[{"token","topic",
+///   "channel","headers":{…},"payload":{…},"received_at"}]}`, oldest first. `token` matches exactly
+///   (any case), `app` matches the topic or the topic with a push-type suffix (`app.voip`, …),
+///   `since` keeps `received_at ≥ since` (ms), `limit` keeps the newest N, `channel` keeps the
+///   broadcasts on that channel. A broadcast has `"token": null`, the bundle id as `topic` and its
+///   `channel`; a notification to a device has `"channel": null`.
+/// - `GET /channels?app=` → `{"channels":[{"app","channel","message_storage_policy","push_type",
+///   "created_at","broadcasts"}]}`: the broadcast channels the management API created (by app, then
+///   in creation order); `DELETE /channels` → `{"deleted":N}` forgets them all.
 /// - `DELETE /deliveries` → `{"deleted":N}`; counts in `/stats` stay.
 /// - `PUT /tokens/{token}` `{"state":"unregistered","timestamp":<ms>}` | `{"state":"bad"}` |
 ///   `{"state":"active"}` → the state; `GET /tokens/{token}` reads it.
@@ -40,7 +45,8 @@ public struct SandboxAdminRoutes: Sendable {
                 let limit = try AdminRequest.queryInteger(query.get("limit"), field: "limit")
                 let token = query.get("token").flatMap { $0.isEmpty ? nil : $0 }
                 let app = query.get("app").flatMap { $0.isEmpty ? nil : $0 }
-                let deliveries = state.deliveries(token: token, app: app, since: since, limit: limit.map { Int(clamping: $0) })
+                let channel = query.get("channel").flatMap { $0.isEmpty ? nil : $0 }
+                let deliveries = state.deliveries(token: token, app: app, since: since, limit: limit.map { Int(clamping: $0) }, channel: channel)
                 return Self.json(.ok, AdminJSON.deliveries(deliveries))
             } catch {
                 return Self.badRequest(error)
@@ -48,6 +54,13 @@ public struct SandboxAdminRoutes: Sendable {
         }
         router.delete("/deliveries") { _, _ -> Response in
             Self.json(.ok, Array(#"{"deleted":\#(state.removeDeliveries())}"#.utf8))
+        }
+        router.get("/channels") { request, _ -> Response in
+            let app = request.uri.queryParameters.get("app").flatMap { $0.isEmpty ? nil : String($0) }
+            return Self.json(.ok, AdminJSON.channels(state.channels.channels(bundleID: app)))
+        }
+        router.delete("/channels") { _, _ -> Response in
+            Self.json(.ok, Array(#"{"deleted":\#(state.channels.removeAll())}"#.utf8))
         }
         router.get("/tokens/:token") { _, context -> Response in
             let token = context.parameters.get("token") ?? ""

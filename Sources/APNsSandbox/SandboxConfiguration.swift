@@ -39,6 +39,9 @@ public struct SandboxConfiguration: Sendable {
     public var trackDuplicates: Bool
     /// How long a graceful shutdown waits for in-flight streams before closing connections.
     public var shutdownTimeout: Duration
+    /// `--channel-limit`: broadcast channels per bundle id (Apple: 10,000 per app and environment);
+    /// past it creation answers 400 `CannotCreateChannelConfig`.
+    public var channelLimit: Int
 
     public init(
         port: Int = 2197,
@@ -50,7 +53,8 @@ public struct SandboxConfiguration: Sendable {
         recordLimit: Int = SandboxState.defaultRecordLimit,
         faultSeed: UInt64? = nil,
         trackDuplicates: Bool = false,
-        shutdownTimeout: Duration = .seconds(10)
+        shutdownTimeout: Duration = .seconds(10),
+        channelLimit: Int = ChannelRegistry.defaultLimit
     ) {
         self.port = port
         self.adminPort = adminPort
@@ -62,5 +66,6 @@ public struct SandboxConfiguration: Sendable {
         self.faultSeed = faultSeed
         self.trackDuplicates = trackDuplicates
         self.shutdownTimeout = shutdownTimeout
+        self.channelLimit = channelLimit
     }
 }

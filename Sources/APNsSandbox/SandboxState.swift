@@ -21,13 +21,20 @@ public final class SandboxState: Sendable {
 
     private let storage: Mutex<Storage>
     private let changes = Atomic<UInt64>(0)
+    /// The broadcast channels the management API made (`GET /channels`).
+    public let channels: ChannelRegistry
 
     /// - Parameters:
     ///   - recordLimit: Deliveries kept for `GET /deliveries` (the oldest go first); counts stay exact.
     ///   - faultSeed: Seeds the fault rolls (worker `i` uses `seed + i`), for reproducible tests.
     ///   - trackDuplicates: Remember every accepted (topic, token) pair so `/stats` counts distinct
     ///     deliveries and duplicates exactly, whatever the record limit (16 bytes a pair).
-    public init(recordLimit: Int = SandboxState.defaultRecordLimit, faultSeed: UInt64? = nil, trackDuplicates: Bool = false) {
+    ///   - channelLimit: Broadcast channels per bundle id (Apple: 10,000 per app and environment).
+    public init(
+        recordLimit: Int = SandboxState.defaultRecordLimit, faultSeed: UInt64? = nil, trackDuplicates: Bool = false,
+        channelLimit: Int = ChannelRegistry.defaultLimit
+    ) {
+        channels = ChannelRegistry(limit: channelLimit)
         storage = Mutex(
             Storage(ring: DeliveryRing(capacity: max(1, recordLimit)), distinct: trackDuplicates ? DistinctDeliveries() : nil, faultSeed: faultSeed)
         )
@@ -78,9 +85,12 @@ public final class SandboxState: Sendable {
 
     // MARK: Deliveries and counts
 
-    /// Recorded deliveries, oldest first, filtered (see `GET /deliveries`).
-    public func deliveries(token: String? = nil, app: String? = nil, since: Int64? = nil, limit: Int? = nil) -> [RecordedDelivery] {
-        storage.withLock { $0.ring.deliveries(token: token?.lowercased(), app: app, since: since, limit: limit) }
+    /// Recorded deliveries, oldest first, filtered (see `GET /deliveries`); `channel` keeps the
+    /// broadcasts on that channel.
+    public func deliveries(
+        token: String? = nil, app: String? = nil, since: Int64? = nil, limit: Int? = nil, channel: String? = nil
+    ) -> [RecordedDelivery] {
+        storage.withLock { $0.ring.deliveries(token: token?.lowercased(), app: app, since: since, limit: limit, channel: channel) }
     }
 
     /// Forgets the recorded deliveries (counts stay); returns how many there were.
@@ -107,7 +117,8 @@ public final class SandboxState: Sendable {
         storage.withLock { storage in
             for delivery in batch.deliveries { storage.ring.append(delivery) }
             if storage.distinct != nil {
-                for delivery in batch.deliveries { storage.distinct!.record(delivery) }
+                // Broadcasts have no token: several on one channel are not duplicates.
+                for delivery in batch.deliveries where delivery.channel == nil { storage.distinct!.record(delivery) }
             }
             storage.statistics.requests += batch.requests
             for (status, count) in batch.byStatus { storage.statistics.byStatus[status, default: 0] += count }
@@ -115,6 +126,9 @@ public final class SandboxState: Sendable {
             storage.statistics.connections += batch.connections
             storage.statistics.goaways += batch.goaways
             storage.statistics.droppedConnections += batch.droppedConnections
+            storage.statistics.channelRequests += batch.channelRequests
+            for (status, count) in batch.channelByStatus { storage.statistics.channelByStatus[status, default: 0] += count }
+            for (reason, count) in batch.channelByReason { storage.statistics.channelByReason[reason, default: 0] += count }
         }
     }
 }

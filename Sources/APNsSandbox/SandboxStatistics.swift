@@ -18,6 +18,11 @@ public struct SandboxStatistics: Sendable, Equatable {
     /// acceptances of a pair accepted before. Nil when tracking is off.
     public var distinctDelivered: Int?
     public var duplicates: Int?
+    /// Channel-management requests (create, read, delete, list) answered, by status and by refusal
+    /// reason; apart from the notification and broadcast counts above.
+    public var channelRequests = 0
+    public var channelByStatus: [Int: Int] = [:]
+    public var channelByReason: [String: Int] = [:]
 
     public init() {}
 

@@ -8,15 +8,25 @@ struct WorkerBatch {
     var connections = 0
     var goaways = 0
     var droppedConnections = 0
+    /// Channel-management requests, apart from notifications and broadcasts.
+    var channelRequests = 0
+    var channelByStatus: [Int: Int] = [:]
+    var channelByReason: [String: Int] = [:]
 
     var isEmpty: Bool {
-        requests == 0 && connections == 0 && goaways == 0 && droppedConnections == 0 && deliveries.isEmpty
+        requests == 0 && connections == 0 && goaways == 0 && droppedConnections == 0 && deliveries.isEmpty && channelRequests == 0
     }
 
     mutating func count(status: Int, reason: String?) {
         requests += 1
         byStatus[status, default: 0] += 1
         if let reason { byReason[reason, default: 0] += 1 }
+    }
+
+    mutating func countChannelRequest(status: Int, reason: String?) {
+        channelRequests += 1
+        channelByStatus[status, default: 0] += 1
+        if let reason { channelByReason[reason, default: 0] += 1 }
     }
 
     mutating func reset() {
@@ -27,5 +37,8 @@ struct WorkerBatch {
         connections = 0
         goaways = 0
         droppedConnections = 0
+        channelRequests = 0
+        channelByStatus.removeAll(keepingCapacity: true)
+        channelByReason.removeAll(keepingCapacity: true)
     }
 }

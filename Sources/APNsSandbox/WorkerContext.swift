@@ -9,9 +9,9 @@ final class WorkerContext {
     let tls: TLSContext
     let logger: Logger
     let readBuffer: UnsafeMutableRawBufferPointer
-    private let state: SandboxState
-    private let verifier: ProviderTokenVerifier
-    private var random: FastRandom
+    let state: SandboxState
+    let verifier: ProviderTokenVerifier
+    var random: FastRandom
     private(set) var rules: SandboxRules
     private var rulesGeneration: UInt64
     var batch = WorkerBatch()
@@ -56,6 +56,9 @@ final class WorkerContext {
 
     /// Validates, applies faults and token states, counts, and records a delivery.
     func answer(_ request: PushRequest, authentication: ConnectionAuthentication) -> PushAnswer {
+        if let route = ChannelRoute(path: request.path) {
+            return answerChannelRequest(request, route: route, authentication: authentication)
+        }
         let apnsID = request.validAPNsID ?? random.uuidString()
         let rejection: PushRejection?
         switch PushRequestValidator.validate(request, authentication: authentication, providerTokens: verifier, now: wallMilliseconds / 1000) {

@@ -22,6 +22,10 @@ struct APNsSandboxCommand: AsyncParsableCommand {
             Both listeners bind 127.0.0.1. A payload that is not a JSON object is answered 400 PayloadEmpty
             (APNs documents no reason for it). SIGTERM or SIGINT stops accepting, answers the streams in
             flight (GOAWAY) and exits 0.
+            Broadcast channels (iOS 18): the channel-management API (POST/GET/DELETE /1/apps/<bundle id>/channels,
+            GET /1/apps/<bundle id>/all-channels) and broadcasts (POST /4/broadcasts/apps/<bundle id>) are served on
+            --port too, told apart by path (Apple serves management on api-manage-broadcast hosts, ports 2195/2196).
+            Admin: GET /channels?app=, DELETE /channels; GET /deliveries?channel= keeps a channel's broadcasts.
 
             \(PushConfiguration.environmentHelp)
             """
@@ -69,6 +73,9 @@ struct APNsSandboxCommand: AsyncParsableCommand {
     @Option(help: "Seed for fault injection's random rolls (reproducible runs).")
     var faultSeed: UInt64?
 
+    @Option(help: "Broadcast channels per bundle id; past it creation answers CannotCreateChannelConfig (Apple: 10,000).")
+    var channelLimit: Int = 10_000
+
     func validate() throws {
         for (name, value) in [("--port", port), ("--admin-port", adminPort)] where !(1...65535).contains(value) {
             throw ValidationError("\(name) \(value) is not a port number (1–65535)")
@@ -92,6 +99,7 @@ struct APNsSandboxCommand: AsyncParsableCommand {
         _ = try Self.keyTeams(keyTeam)
         guard recordLimit >= 1 else { throw ValidationError("--record-limit must be at least 1") }
         guard (1...64).contains(workers) else { throw ValidationError("--workers must be 1–64") }
+        guard channelLimit >= 1 else { throw ValidationError("--channel-limit must be at least 1") }
     }
 
     func run() async throws {
@@ -115,7 +123,8 @@ struct APNsSandboxCommand: AsyncParsableCommand {
                 recordLimit: recordLimit,
                 faultSeed: faultSeed,
                 trackDuplicates: trackDuplicates,
-                shutdownTimeout: environment.shutdownTimeout
+                shutdownTimeout: environment.shutdownTimeout,
+                channelLimit: channelLimit
             )
             configuration.host = host
             configuration.keyTeams = try Self.keyTeams(keyTeam)
