@@ -14,7 +14,9 @@ public final class SandboxProcess: @unchecked Sendable {
 
     public static let executable = TestServers.productsDirectory.appendingPathComponent("apns-sandbox").path
     public static let token = String(repeating: "ab", count: 32)
-    public static let signingKey = try! APNsSigningKey(p8: P256.Signing.PrivateKey().pemRepresentation, keyID: "ABC123DEFG", teamID: "DEF123GHIJ")
+    /// ``signingKey``'s private key, PEM (PKCS#8, as Apple's `.p8` files hold it).
+    public static let signingKeyPEM = P256.Signing.PrivateKey().pemRepresentation
+    public static let signingKey = try! APNsSigningKey(p8: signingKeyPEM, keyID: "ABC123DEFG", teamID: "DEF123GHIJ")
 
     /// `authorization` for a token signed with ``signingKey`` at `issuedAt` (default now).
     public static func bearer(_ key: APNsSigningKey = signingKey, issuedAt: Int64 = Int64(Date().timeIntervalSince1970)) -> String {
@@ -24,6 +26,14 @@ public final class SandboxProcess: @unchecked Sendable {
     /// The headers of a notification that is accepted (with no `--public-key`, or with ``signingKey``'s).
     public static func headers(topic: String = "com.example.app", pushType: String = "alert") -> [(String, String)] {
         [("apns-topic", topic), ("apns-push-type", pushType), ("authorization", bearer())]
+    }
+
+    /// Writes ``signingKeyPEM`` to `AuthKey_ABC123DEFG.p8` in the sandbox's directory (for
+    /// `pushctl --key-file`) and returns its path.
+    public func writeSigningKeyFile() throws -> String {
+        let path = directory.appendingPathComponent("AuthKey_\(Self.signingKey.keyID).p8").path
+        try Data(Self.signingKeyPEM.utf8).write(to: URL(fileURLWithPath: path))
+        return path
     }
 
     /// The sandbox's URL for clients: `https://127.0.0.1:<port>`.
