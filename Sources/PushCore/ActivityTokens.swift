@@ -91,7 +91,8 @@ public struct ActivityTokenRegistration: Sendable, Equatable {
             throw RegistrationError(.invalidField, field: field, "must be 1–\(maximumNameLength) characters (got \(text.count))")
         }
         guard !text.unicodeScalars.contains(where: { DeviceRegistration.isControl($0) || $0 == " " }) else {
-            throw RegistrationError(.invalidField, field: field, "must not contain spaces or control characters, got \(DeviceRegistration.quoted(text))")
+            throw RegistrationError(
+                .invalidField, field: field, "must not contain spaces or control characters, got \(DeviceRegistration.quoted(text))")
         }
         return text
     }
@@ -118,7 +119,8 @@ public struct ActivityTokenRegistration: Sendable, Equatable {
             if case .pushToStart(let pathType) = slot, type != pathType {
                 throw RegistrationError(
                     .invalidField, field: "attributes_type",
-                    "must match the path's attributes type \(DeviceRegistration.quoted(pathType)) (or be left out), got \(DeviceRegistration.quoted(type))")
+                    "must match the path's attributes type \(DeviceRegistration.quoted(pathType)) (or be left out), got \(DeviceRegistration.quoted(type))"
+                )
             }
             attributesType = try Self.name(type, field: "attributes_type")
         }
@@ -143,7 +145,8 @@ public struct ActivityTokenRegistration: Sendable, Equatable {
         var environment: AppConfiguration.Environment?
         if let name = try DeviceRegistration.optionalString(json["environment"], field: "environment") {
             guard let value = AppConfiguration.Environment(rawValue: name) else {
-                throw RegistrationError(.invalidField, field: "environment", "must be \"production\" or \"sandbox\", got \(DeviceRegistration.quoted(name))")
+                throw RegistrationError(
+                    .invalidField, field: "environment", "must be \"production\" or \"sandbox\", got \(DeviceRegistration.quoted(name))")
             }
             environment = value
         }

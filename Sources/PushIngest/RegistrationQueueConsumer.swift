@@ -119,7 +119,8 @@ public struct RegistrationQueueConsumer: Service {
                 let result = try await registry.upsertActivityToken(
                     app: app.bundleID, device: device, registration: registration, defaultEnvironment: app.environment, now: at)
                 if result.applied {
-                    logger.debug("Live Activity token registered", metadata: ["push.slot": "\(registration.slot.field)", "push.created": "\(result.created)"])
+                    logger.debug(
+                        "Live Activity token registered", metadata: ["push.slot": "\(registration.slot.field)", "push.created": "\(result.created)"])
                 } else {
                     logger.info(
                         "ignored a Live Activity token registration older than what the registry holds",

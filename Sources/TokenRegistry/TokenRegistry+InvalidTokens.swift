@@ -103,45 +103,45 @@ extension TokenRegistry {
     static let removeIfNotRegisteredScript = RedisScript(
         removeActivityTokenLua + "\n" + removeDeviceActivityTokensLua + """
 
-        local record, all, removed = KEYS[1], KEYS[2], KEYS[3]
-        local base, token, since, note, lifetime = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
-        local held = redis.call('HMGET', record, 'updated_at', 'user', 'topics')
-        if not held[1] and not held[2] and not held[3] and redis.call('EXISTS', record) == 0 then
-          redis.call('SREM', all, token)
-          local activity_updated = redis.call('HGET', base .. 'activity-token:' .. token, 'updated_at')
-          if activity_updated then
-            if tonumber(activity_updated) and tonumber(activity_updated) > since then return {1, activity_updated} end
-            local user = remove_activity_token(base, token)
-            if lifetime > 0 then redis.call('SET', removed, note, 'PX', lifetime) end
-            if user then return {2, user} end
-            return {2}
-          end
-          if lifetime > 0 then
-            local earlier = redis.call('GET', removed)
-            if earlier then return {0, earlier} end
-          end
-          return {0}
-        end
-        local updated_at = held[1] and tonumber(held[1])
-        if updated_at and updated_at > since then
-          return {1, held[1]}
-        end
-        if held[2] then redis.call('SREM', base .. 'user:' .. held[2], token) end
-        if held[3] then
-          local ok, topics = pcall(cjson.decode, held[3])
-          if ok and type(topics) == 'table' then
-            for _, topic in ipairs(topics) do
-              if type(topic) == 'string' then redis.call('SREM', base .. 'topic:' .. topic, token) end
+            local record, all, removed = KEYS[1], KEYS[2], KEYS[3]
+            local base, token, since, note, lifetime = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
+            local held = redis.call('HMGET', record, 'updated_at', 'user', 'topics')
+            if not held[1] and not held[2] and not held[3] and redis.call('EXISTS', record) == 0 then
+              redis.call('SREM', all, token)
+              local activity_updated = redis.call('HGET', base .. 'activity-token:' .. token, 'updated_at')
+              if activity_updated then
+                if tonumber(activity_updated) and tonumber(activity_updated) > since then return {1, activity_updated} end
+                local user = remove_activity_token(base, token)
+                if lifetime > 0 then redis.call('SET', removed, note, 'PX', lifetime) end
+                if user then return {2, user} end
+                return {2}
+              end
+              if lifetime > 0 then
+                local earlier = redis.call('GET', removed)
+                if earlier then return {0, earlier} end
+              end
+              return {0}
             end
-          end
-        end
-        redis.call('SREM', all, token)
-        remove_device_activity_tokens(base, token)
-        redis.call('DEL', record)
-        if lifetime > 0 then redis.call('SET', removed, note, 'PX', lifetime) end
-        if held[2] then return {2, held[2]} end
-        return {2}
-        """
+            local updated_at = held[1] and tonumber(held[1])
+            if updated_at and updated_at > since then
+              return {1, held[1]}
+            end
+            if held[2] then redis.call('SREM', base .. 'user:' .. held[2], token) end
+            if held[3] then
+              local ok, topics = pcall(cjson.decode, held[3])
+              if ok and type(topics) == 'table' then
+                for _, topic in ipairs(topics) do
+                  if type(topic) == 'string' then redis.call('SREM', base .. 'topic:' .. topic, token) end
+                end
+              end
+            end
+            redis.call('SREM', all, token)
+            remove_device_activity_tokens(base, token)
+            redis.call('DEL', record)
+            if lifetime > 0 then redis.call('SET', removed, note, 'PX', lifetime) end
+            if held[2] then return {2, held[2]} end
+            return {2}
+            """
     )
 }
 

@@ -27,7 +27,9 @@ import TokenRegistry
         let device = TestTokens.random()
         let pushToken = TestTokens.random()
         try await harness.run { client async throws in
-            #expect(try await client.put(Self.game, device, json: #"{"user": "alice", "locale": "de-DE", "environment": "production"}"#).status == .created)
+            #expect(
+                try await client.put(Self.game, device, json: #"{"user": "alice", "locale": "de-DE", "environment": "production"}"#).status
+                    == .created)
             let path = "/v1/apps/\(Self.game)/devices/\(device)/push-to-start/MatchAttributes"
             let created = try await request(client, .put, path, json: #"{"push_token": "\#(pushToken)"}"#)
             #expect(created.status == .created)
@@ -78,11 +80,17 @@ import TokenRegistry
             let cases: [(String, String?, String?, Int, String)] = [
                 ("\(base)/push-to-start/MatchAttributes", "{}", HTTPIngestHarness.gameKeys[0], 400, "push_token"),
                 ("\(base)/push-to-start/MatchAttributes", #"{"push_token": "zz"}"#, HTTPIngestHarness.gameKeys[0], 400, "push_token"),
-                ("\(base)/push-to-start/MatchAttributes", #"{"push_token": "\#(device)", "expires_at": 2000000000}"#, HTTPIngestHarness.gameKeys[0], 400, "expires_at"),
+                (
+                    "\(base)/push-to-start/MatchAttributes", #"{"push_token": "\#(device)", "expires_at": 2000000000}"#,
+                    HTTPIngestHarness.gameKeys[0], 400, "expires_at"
+                ),
                 ("\(base)/activities/m", #"{"push_token": "\#(device)", "expires_at": 1}"#, HTTPIngestHarness.gameKeys[0], 400, "expires_at"),
                 ("\(base)/activities/has%20space", #"{"push_token": "\#(device)"}"#, HTTPIngestHarness.gameKeys[0], 400, "activity_id"),
                 ("\(base)/activities/m", #"{"push_token": "\#(device)"}"#, nil, 401, "Authorization"),
-                ("/v1/apps/com.example.unknown/devices/\(device)/activities/m", #"{"push_token": "\#(device)"}"#, HTTPIngestHarness.gameKeys[0], 404, "app"),
+                (
+                    "/v1/apps/com.example.unknown/devices/\(device)/activities/m", #"{"push_token": "\#(device)"}"#, HTTPIngestHarness.gameKeys[0],
+                    404, "app"
+                ),
             ]
             for (path, body, key, status, field) in cases {
                 let response = try await request(client, .put, path, json: body, key: key)

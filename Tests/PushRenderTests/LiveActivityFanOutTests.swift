@@ -26,7 +26,8 @@ struct LiveActivityFanOutTests {
             for (index, device) in devices.enumerated() {
                 let type = index == 3 ? "OtherAttributes" : "MatchAttributes"
                 _ = try await registry.upsertActivityToken(
-                    app: fixture.app, device: device, registration: ActivityTokenRegistration(slot: .pushToStart(attributesType: type), pushToken: starts[index]),
+                    app: fixture.app, device: device,
+                    registration: ActivityTokenRegistration(slot: .pushToStart(attributesType: type), pushToken: starts[index]),
                     defaultEnvironment: .sandbox, now: now)
             }
             let updates = (1...2).map { fixture.token($0, prefix: "0bda7e") }
@@ -42,7 +43,8 @@ struct LiveActivityFanOutTests {
             try await fixture.run { _ in
                 try await fixture.publish(
                     #"{"id": "pts-1", "app": "\#(fixture.app)", "to": {"push_to_start": {"users": ["alice", "carol"]}}, "payload": \#(start)}"#)
-                try await fixture.publish(#"{"id": "pts-all", "app": "\#(fixture.app)", "to": {"push_to_start": {"all": true}}, "payload": \#(start)}"#)
+                try await fixture.publish(
+                    #"{"id": "pts-all", "app": "\#(fixture.app)", "to": {"push_to_start": {"all": true}}, "payload": \#(start)}"#)
                 try await fixture.publish(#"{"id": "upd-1", "app": "\#(fixture.app)", "to": {"activity": "match-1234"}, "payload": \#(update)}"#)
                 try await fixture.publish(
                     #"{"id": "upd-users", "app": "\#(fixture.app)", "to": {"activity": {"users": ["alice", "bob"]}}, "payload": \#(update)}"#)
@@ -50,7 +52,8 @@ struct LiveActivityFanOutTests {
             }
             let batches = try await fixture.drainBatches()
             func tokens(_ request: String) -> Set<String> { Set(batches.filter { $0.requestID == request }.flatMap(\.tokens)) }
-            #expect(tokens("pts-1") == Set(starts.prefix(2).map(\.hex)), "alice's push-to-start tokens of MatchAttributes; carol's is of another type")
+            #expect(
+                tokens("pts-1") == Set(starts.prefix(2).map(\.hex)), "alice's push-to-start tokens of MatchAttributes; carol's is of another type")
             #expect(tokens("pts-all") == Set(starts.prefix(3).map(\.hex)), "every MatchAttributes push-to-start token")
             #expect(tokens("upd-1") == Set(updates.map(\.hex)))
             #expect(tokens("upd-users") == Set(updates.map(\.hex)), "bob has no activity running")

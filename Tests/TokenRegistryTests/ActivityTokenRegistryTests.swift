@@ -35,7 +35,8 @@ struct ActivityTokenRegistryTests {
             let keys = registry.keys(app: app)
             let token = RegistryTesting.token(2)
             let stored = try await registry.upsertActivityToken(
-                app: app, device: device, registration: ActivityTokenRegistration(slot: Self.match, pushToken: token), defaultEnvironment: .production,
+                app: app, device: device, registration: ActivityTokenRegistration(slot: Self.match, pushToken: token),
+                defaultEnvironment: .production,
                 now: 2_000)
             #expect(stored.created && stored.applied)
             #expect(stored.record.user == "alice" && stored.record.locale == "de-DE" && stored.record.environment == .sandbox)
@@ -59,7 +60,8 @@ struct ActivityTokenRegistryTests {
 
             // An older registration arriving late changes nothing.
             let late = try await registry.upsertActivityToken(
-                app: app, device: device, registration: ActivityTokenRegistration(slot: Self.match, pushToken: token), defaultEnvironment: .production,
+                app: app, device: device, registration: ActivityTokenRegistration(slot: Self.match, pushToken: token),
+                defaultEnvironment: .production,
                 now: 2_500)
             #expect(!late.applied)
             #expect(try await registry.activityToken(app: app, device: device, slot: Self.match)?.pushToken == renewed)
@@ -86,7 +88,8 @@ struct ActivityTokenRegistryTests {
             // A second device's token for the same activity keeps the set alive as long as it lives.
             let other = RegistryTesting.token(5)
             _ = try await registry.upsertActivityToken(
-                app: app, device: RegistryTesting.token(6), registration: ActivityTokenRegistration(slot: slot, pushToken: other, expiresAt: now + 120_000),
+                app: app, device: RegistryTesting.token(6),
+                registration: ActivityTokenRegistration(slot: slot, pushToken: other, expiresAt: now + 120_000),
                 defaultEnvironment: .production, now: now)
             let setTTL = try #require(try await redis.execute("PTTL", keys.activityTokens(activityID: "match-1234")).integer)
             #expect(setTTL > 110_000)
@@ -126,7 +129,8 @@ struct ActivityTokenRegistryTests {
                     app: app, device: device, registration: ActivityTokenRegistration(slot: Self.match, pushToken: start),
                     defaultEnvironment: .production, now: now)
                 _ = try await registry.upsertActivityToken(
-                    app: app, device: device, registration: ActivityTokenRegistration(slot: .activity(id: "m"), pushToken: update, expiresAt: now + 60_000),
+                    app: app, device: device,
+                    registration: ActivityTokenRegistration(slot: .activity(id: "m"), pushToken: update, expiresAt: now + 60_000),
                     defaultEnvironment: .production, now: now)
                 return [start, update]
             }
@@ -154,7 +158,8 @@ struct ActivityTokenRegistryTests {
             let keys = registry.keys(app: app)
             let token = RegistryTesting.token(9)
             _ = try await registry.upsertActivityToken(
-                app: app, device: device, registration: ActivityTokenRegistration(slot: Self.match, pushToken: token), defaultEnvironment: .production,
+                app: app, device: device, registration: ActivityTokenRegistration(slot: Self.match, pushToken: token),
+                defaultEnvironment: .production,
                 now: 5_000)
             // Reported invalid before it was registered: kept.
             let early = try await registry.removeIfNotRegistered(

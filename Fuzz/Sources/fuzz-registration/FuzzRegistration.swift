@@ -41,7 +41,8 @@ public func fuzzRegistration(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CI
     // The same body as a Live Activity token registration (…/push-to-start/{type}, …/activities/{id}).
     for slot in [ActivityTokenSlot.pushToStart(attributesType: "MatchAttributes"), .activity(id: "match-1234")] {
         do {
-            let registration = try ActivityTokenRegistration(slot: slot, json: DeviceRegistration.decode(body: body), now: FuzzFixtures.nowMilliseconds)
+            let registration = try ActivityTokenRegistration(
+                slot: slot, json: DeviceRegistration.decode(body: body), now: FuzzFixtures.nowMilliseconds)
             if let expiresAt = registration.expiresAt, expiresAt <= FuzzFixtures.nowMilliseconds {
                 FuzzFixtures.violated("an update token accepted with an expiry in the past: \(expiresAt)")
             }

@@ -223,7 +223,7 @@ extension PushRequest {
             // Apple: "Certificate-based authentication is not supported for these APNs pushes."
             guard case .token = app.apns else {
                 throw PushRequestError(
-                .invalidCombination, field: "push_type",
+                    .invalidCombination, field: "push_type",
                     "liveactivity pushes need token-based authentication; app \(PushRequestError.quoted(app.bundleID)) uses a certificate")
             }
         }
@@ -264,13 +264,15 @@ extension PushRequest {
         case .pushToStart:
             guard event == "start" else {
                 throw PushRequestError(
-                    .invalidCombination, field: "payload.aps.event", "must be start for push-to-start tokens (got \(event)); update tokens take update and end")
+                    .invalidCombination, field: "payload.aps.event",
+                    "must be start for push-to-start tokens (got \(event)); update tokens take update and end")
             }
         case .activity, .channel:
             guard event == "update" || event == "end" else {
                 throw PushRequestError(
                     .invalidCombination, field: "payload.aps.event",
-                    "must be update or end for \(target.name == "channel" ? "a channel" : "activity update tokens") (got \(event)); start a Live Activity with to.push_to_start")
+                    "must be update or end for \(target.name == "channel" ? "a channel" : "activity update tokens") (got \(event)); start a Live Activity with to.push_to_start"
+                )
             }
         case .tokens, .users, .topic, .all:
             break
@@ -481,7 +483,8 @@ extension PushRequest {
         }
         guard text.count <= maximumActivityFieldLength, !containsControlCharacters(text) else {
             throw PushRequestError(
-                .invalidField, field: field, "must be at most \(maximumActivityFieldLength) characters without control characters (got \(text.count))")
+                .invalidField, field: field, "must be at most \(maximumActivityFieldLength) characters without control characters (got \(text.count))"
+            )
         }
         return text
     }
@@ -497,7 +500,8 @@ extension PushRequest {
         guard members.count == 1, let member = members.first, expected.contains(member.key) else {
             throw PushRequestError(
                 .invalidField, field: field,
-                "must name exactly one of \(expected.joined(separator: ", ")) (got \(members.isEmpty ? "none" : members.map(\.key).joined(separator: ", ")))")
+                "must name exactly one of \(expected.joined(separator: ", ")) (got \(members.isEmpty ? "none" : members.map(\.key).joined(separator: ", ")))"
+            )
         }
         return (member.key, member.value, "\(field).\(member.key)")
     }

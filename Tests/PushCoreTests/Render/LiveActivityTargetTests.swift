@@ -24,7 +24,9 @@ struct LiveActivityTargetTests {
         #expect(start.target == .pushToStart(.users(["alice"])))
         #expect(start.attributesType == "MatchAttributes")
         #expect(try decodeRequest(requestBody(payload: Self.start, to: #"{"push_to_start": {"all": true}}"#)).target == .pushToStart(.all))
-        #expect(try decodeRequest(requestBody(payload: Self.update, to: #"{"channel": "dHN0LXNyY2gtY2hubA=="}"#)).target == .channel("dHN0LXNyY2gtY2hubA=="))
+        #expect(
+            try decodeRequest(requestBody(payload: Self.update, to: #"{"channel": "dHN0LXNyY2gtY2hubA=="}"#)).target
+                == .channel("dHN0LXNyY2gtY2hubA=="))
     }
 
     @Test(arguments: [
@@ -108,18 +110,19 @@ struct LiveActivityTargetTests {
         #expect(slot.field == "pts:MatchAttributes" && slot.kind == "push_to_start")
     }
 
-    @Test(arguments: [
-        ([:], "push_token"),
-        (["push_token": 7], "push_token"),
-        (["push_token": "xyz"], "push_token"),
-        (["push_token": String(repeating: "8a", count: 32), "expires_at": Int64(1_767_225_000)], "expires_at"),
-        (["push_token": String(repeating: "8a", count: 32), "expires_at": Int64(1_767_225_600 + 8 * 24 * 3600)], "expires_at"),
-        (["push_token": String(repeating: "8a", count: 32), "expires_at": "soon"], "expires_at"),
-        (["push_token": String(repeating: "8a", count: 32), "environment": "staging"], "environment"),
-        (["push_token": String(repeating: "8a", count: 32), "topics": ["news"]], "topics"),
-        (["push_token": String(repeating: "8a", count: 32), "attributes_type": "has space"], "attributes_type"),
-        (["push_token": String(repeating: "8a", count: 32), "user": ""], "user"),
-    ] as [([String: any Sendable], String)])
+    @Test(
+        arguments: [
+            ([:], "push_token"),
+            (["push_token": 7], "push_token"),
+            (["push_token": "xyz"], "push_token"),
+            (["push_token": String(repeating: "8a", count: 32), "expires_at": Int64(1_767_225_000)], "expires_at"),
+            (["push_token": String(repeating: "8a", count: 32), "expires_at": Int64(1_767_225_600 + 8 * 24 * 3600)], "expires_at"),
+            (["push_token": String(repeating: "8a", count: 32), "expires_at": "soon"], "expires_at"),
+            (["push_token": String(repeating: "8a", count: 32), "environment": "staging"], "environment"),
+            (["push_token": String(repeating: "8a", count: 32), "topics": ["news"]], "topics"),
+            (["push_token": String(repeating: "8a", count: 32), "attributes_type": "has space"], "attributes_type"),
+            (["push_token": String(repeating: "8a", count: 32), "user": ""], "user"),
+        ] as [([String: any Sendable], String)])
     func badUpdateTokenRegistrationsNameTheField(json: [String: any Sendable], field: String) {
         do {
             _ = try ActivityTokenRegistration(slot: .activity(id: "m"), json: json, now: Self.now)
@@ -149,7 +152,8 @@ struct LiveActivityTargetTests {
     @Test func aRecordWritesItsJSONWithSortedKeysAndExpiryInSeconds() throws {
         let record = ActivityTokenRecord(
             app: "com.example.game", device: try DeviceToken(normalizing: String(repeating: "0d", count: 32)), slot: .activity(id: "m-1"),
-            pushToken: try DeviceToken(normalizing: Self.hex), attributesType: "MatchAttributes", user: "alice", locale: nil, environment: .production,
+            pushToken: try DeviceToken(normalizing: Self.hex), attributesType: "MatchAttributes", user: "alice", locale: nil,
+            environment: .production,
             registeredAt: 1, updatedAt: 2, expiresAt: 1_767_240_000_000)
         let json = try #require(try JSONSerialization.jsonObject(with: Data(record.jsonData())) as? [String: Any])
         #expect(json["activity_id"] as? String == "m-1")
