@@ -92,6 +92,8 @@ enum AdminJSON {
             Array(#"{"token":\#(string(token)),"state":"unregistered","timestamp":\#(timestamp)}"#.utf8)
         case .bad?:
             Array(#"{"token":\#(string(token)),"state":"bad"}"#.utf8)
+        case .liveActivity?:
+            Array(#"{"token":\#(string(token)),"state":"liveactivity"}"#.utf8)
         case nil:
             Array(#"{"token":\#(string(token)),"state":"active"}"#.utf8)
         }

@@ -16,15 +16,16 @@ public struct AdminRequestError: Error, Sendable, Equatable, CustomStringConvert
 
 /// Reads the admin API's JSON bodies and query values, without I/O.
 public enum AdminRequest {
-    /// `PUT /tokens/{token}`: `{"state":"unregistered","timestamp":<ms>}`, `{"state":"bad"}`, or
-    /// `{"state":"active"}` (nil: forget what was set).
+    /// `PUT /tokens/{token}`: `{"state":"unregistered","timestamp":<ms>}`, `{"state":"bad"}`,
+    /// `{"state":"liveactivity"}` (a Live Activity token), or `{"state":"active"}` (nil: forget what
+    /// was set).
     public static func tokenState(from body: [UInt8]) throws(AdminRequestError) -> TokenState? {
         let object = try jsonObject(body)
         for key in object.keys where key != "state" && key != "timestamp" {
             throw AdminRequestError(field: key, "unknown field (expected state, timestamp)")
         }
         guard let state = object["state"] as? String else {
-            throw AdminRequestError(field: "state", "required: \"unregistered\", \"bad\" or \"active\"")
+            throw AdminRequestError(field: "state", "required: \"unregistered\", \"bad\", \"liveactivity\" or \"active\"")
         }
         switch state {
         case "unregistered":
@@ -35,13 +36,13 @@ public enum AdminRequest {
                 throw AdminRequestError(field: "timestamp", "must be a non-negative integer (ms since 1970)")
             }
             return .unregistered(timestamp: timestamp)
-        case "bad", "active":
+        case "bad", "active", "liveactivity":
             if object["timestamp"] != nil {
                 throw AdminRequestError(field: "timestamp", "only goes with state unregistered")
             }
-            return state == "bad" ? .bad : nil
+            return state == "bad" ? .bad : state == "liveactivity" ? .liveActivity : nil
         default:
-            throw AdminRequestError(field: "state", "'\(state)' is not \"unregistered\", \"bad\" or \"active\"")
+            throw AdminRequestError(field: "state", "'\(state)' is not \"unregistered\", \"bad\", \"liveactivity\" or \"active\"")
         }
     }
 

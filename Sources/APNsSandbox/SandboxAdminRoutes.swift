@@ -14,6 +14,7 @@ import NIOCore
 ///   in creation order); `DELETE /channels` → `{"deleted":N}` forgets them all.
 /// - `DELETE /deliveries` → `{"deleted":N}`; counts in `/stats` stay.
 /// - `PUT /tokens/{token}` `{"state":"unregistered","timestamp":<ms>}` | `{"state":"bad"}` |
+///   `{"state":"liveactivity"}` (only liveactivity pushes, else `DeviceTokenNotForTopic`) |
 ///   `{"state":"active"}` → the state; `GET /tokens/{token}` reads it.
 /// - `PUT /faults` one fault object, merged: `{"status":503,"rate":0.1}`, `{"goaway_every":N}`,
 ///   `{"delay_ms":D}`, `{"drop_every":N}` (0 switches one off) → `{"faults":[…]}`; `GET /faults`;

@@ -1,4 +1,5 @@
 import APNs
+import PushCore
 
 /// What the admin API configured that changes answers: token states and faults. Workers keep a copy
 /// and refresh it only when ``SandboxState``'s generation moved, so the hot path takes no lock.
@@ -13,6 +14,7 @@ struct SandboxRules: Sendable {
         switch tokenStates[push.deviceToken] {
         case .unregistered(let timestamp)?: return PushRejection(410, .unregistered, timestamp: timestamp)
         case .bad?: return PushRejection(400, .badDeviceToken)
+        case .liveActivity?: return push.pushType == .liveactivity ? nil : PushRejection(400, .deviceTokenNotForTopic)
         case nil: return nil
         }
     }

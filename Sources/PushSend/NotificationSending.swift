@@ -10,6 +10,8 @@ public protocol NotificationSending: Sendable {
     func send(_ notification: APNsNotification, timeout: Duration?) async throws(APNsClientError) -> APNsResponse
     /// The same, answering through `completion` (exactly once, on a client thread: keep it short).
     func send(_ notification: APNsNotification, timeout: Duration?, completion: @escaping @Sendable (Result<APNsResponse, APNsClientError>) -> Void)
+    /// One broadcast on a channel: APNs' answer whatever its status; throws only when there is none.
+    func send(_ broadcast: APNsBroadcast, timeout: Duration?) async throws(APNsClientError) -> APNsBroadcastResponse
     /// Fails queued requests with `.shutdown`, lets in-flight ones finish (bounded), closes connections.
     func shutdown() async
     /// Connections open now.

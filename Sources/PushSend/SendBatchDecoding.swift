@@ -29,6 +29,8 @@ public struct DecodedSendBatch: Sendable {
     /// Slots of one mark set (a batch holds a few hundred tokens; 2 bits each, at most 16 KiB of marks).
     static let slotLimit = 65_536
     static let maximumMarkSetLength = SendBatch.maximumMarkSetBytes
+    /// The longest channel id taken (Apple gives none; the ids it makes are short base64).
+    static let maximumChannelIDLength = 256
 
     /// Parses a `push.send` body (``PushCore/SendBatch``) and checks what APNs would refuse anyway.
     public init(body: [UInt8]) throws(SendBatchError) {
@@ -59,10 +61,19 @@ public struct DecodedSendBatch: Sendable {
         guard let priority = APNsPriority(rawValue: batch.priority) else {
             throw SendBatchError(field: "priority", "must be 10, 5 or 1, got \(batch.priority)")
         }
-        if batch.channel != nil {
-            throw SendBatchError(field: "channel", "broadcast batches are not sent by this push-send version")
+        if let channel = batch.channel {
+            // A broadcast: one request on the channel, no tokens (Apple: update and end only, priority 10 or 5).
+            guard !channel.isEmpty, channel.utf8.count <= Self.maximumChannelIDLength, !PushCore.PushRequest.containsControlCharacters(channel) else {
+                throw SendBatchError(field: "channel", "must be 1–\(Self.maximumChannelIDLength) bytes without control characters")
+            }
+            guard batch.tokens.isEmpty else { throw SendBatchError(field: "tokens", "must be empty in a broadcast (channel) batch") }
+            guard pushType == .liveactivity else {
+                throw SendBatchError(field: "push_type", "must be liveactivity for a broadcast, got \"\(batch.pushType)\"")
+            }
+            guard priority != .low else { throw SendBatchError(field: "priority", "must be 10 or 5 for a broadcast, got 1") }
+        } else {
+            guard !batch.tokens.isEmpty else { throw SendBatchError(field: "tokens", "must hold at least one token") }
         }
-        guard !batch.tokens.isEmpty else { throw SendBatchError(field: "tokens", "must hold at least one token") }
         for (index, token) in batch.tokens.enumerated() {
             let bytes = token.utf8
             guard (64...200).contains(bytes.count), bytes.count % 2 == 0,

@@ -99,6 +99,10 @@ public struct SendBatchProcessor: Sendable {
         logger[metadataKey: "push.app"] = "\(app.bundleID)"
         logger[metadataKey: "push.request_id"] = "\(batch.requestID)"
         logger[metadataKey: "push.batch_id"] = "\(batch.batchID)"
+        if let channel = batch.channel {
+            await processBroadcast(delivery, decoded, app: app, channel: channel, logger: logger)
+            return
+        }
         let markKey = ledger.key(app: app.bundleID, markSet: batch.effectiveMarkSet)
         await markSetLocks.lock(markKey)
         let (disposition, plan) = await sendBatch(delivery, decoded, app: app, markKey: markKey, logger: logger)
@@ -403,7 +407,7 @@ public struct SendBatchProcessor: Sendable {
 
     // MARK: Credential pauses
 
-    private func pauseApp(_ app: String, reason: String, logger: Logger) {
+    func pauseApp(_ app: String, reason: String, logger: Logger) {
         metrics.credentialFailure(app: app)
         metrics.setPaused(app: app, true)
         if pauses.pause(app, for: configuration.credentialPause, now: now()) {

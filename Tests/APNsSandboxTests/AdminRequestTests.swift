@@ -21,6 +21,7 @@ struct AdminRequestTests {
             try AdminRequest.tokenState(from: Self.bytes(#"{"state":"unregistered","timestamp":1700000000000}"#))
                 == .unregistered(timestamp: 1_700_000_000_000))
         #expect(try AdminRequest.tokenState(from: Self.bytes(#"{"state":"bad"}"#)) == .bad)
+        #expect(try AdminRequest.tokenState(from: Self.bytes(#"{"state":"liveactivity"}"#)) == .liveActivity)
         #expect(try AdminRequest.tokenState(from: Self.bytes(#"{"state":"active"}"#)) == nil)
         let cases: [(String, String)] = [
             ("nope", "body"), ("[]", "body"), (#"{}"#, "state"), (#"{"state":"gone"}"#, "state"), (#"{"state":1}"#, "state"),

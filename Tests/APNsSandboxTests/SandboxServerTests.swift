@@ -119,6 +119,24 @@ struct SandboxServerTests {
         #expect(expired.reason == "ExpiredProviderToken")
     }
 
+    /// A Live Activity token takes only liveactivity pushes, on the `.push-type.liveactivity` topic;
+    /// anything else is `DeviceTokenNotForTopic`, as Apple answers a provider that sends an activity's
+    /// token with the app's plain topic.
+    @Test func aLiveActivityTokenTakesOnlyLiveActivityPushes() async throws {
+        let sandbox = try await SandboxProcess()
+        let activity = TestTokens.random()
+        let marked = try await sandbox.admin("PUT", "/tokens/\(activity)", body: #"{"state":"liveactivity"}"#)
+        #expect(marked.status == 200 && marked.json?["state"] as? String == "liveactivity", "\(marked)")
+        let alert = try await sandbox.push(token: activity)
+        #expect(alert.status == 400, "\(alert)")
+        #expect(alert.reason == "DeviceTokenNotForTopic")
+        let update = try await sandbox.push(
+            token: activity, headers: SandboxProcess.headers(topic: "com.example.app.push-type.liveactivity", pushType: "liveactivity"),
+            body: #"{"aps":{"timestamp":1767225600,"event":"update","content-state":{"score":"1:0"}}}"#)
+        #expect(update.status == 200, "\(update)")
+        #expect(try await sandbox.admin("GET", "/tokens/\(activity)").json?["state"] as? String == "liveactivity")
+    }
+
     @Test func tokenStatesSetThroughTheAdminAPI() async throws {
         let sandbox = try await SandboxProcess()
         let gone = TestTokens.random()

@@ -17,11 +17,13 @@ public struct PushEvent: Codable, Sendable, Equatable {
     public var count: Int?
     public var token: String?
     public var tokens: [String]?
+    /// The broadcast channel of a broadcast batch's event (no tokens then).
+    public var channel: String?
     public var at: Int64
 
     public init(
         event: String, app: String, requestID: String? = nil, batchID: String? = nil, reason: String? = nil,
-        count: Int? = nil, token: String? = nil, tokens: [String]? = nil, at: Int64
+        count: Int? = nil, token: String? = nil, tokens: [String]? = nil, channel: String? = nil, at: Int64
     ) {
         self.event = event
         self.app = app
@@ -31,6 +33,7 @@ public struct PushEvent: Codable, Sendable, Equatable {
         self.count = count
         self.token = token
         self.tokens = tokens
+        self.channel = channel
         self.at = at
     }
 
@@ -42,6 +45,16 @@ public struct PushEvent: Codable, Sendable, Equatable {
     /// A batch's accepted notifications.
     public static func delivered(app: String, requestID: String, batchID: String, count: Int, at: Int64) -> PushEvent {
         PushEvent(event: "delivered", app: app, requestID: requestID, batchID: batchID, count: count, at: at)
+    }
+
+    /// A broadcast APNs accepted for every device listening on `channel`.
+    public static func broadcastDelivered(app: String, requestID: String, batchID: String, channel: String, at: Int64) -> PushEvent {
+        PushEvent(event: "delivered", app: app, requestID: requestID, batchID: batchID, count: 1, channel: channel, at: at)
+    }
+
+    /// A broadcast that failed for `reason`.
+    public static func broadcastFailed(app: String, requestID: String, batchID: String, channel: String, reason: String, at: Int64) -> PushEvent {
+        PushEvent(event: "failed", app: app, requestID: requestID, batchID: batchID, reason: reason, count: 1, channel: channel, at: at)
     }
 
     /// A batch's notifications that failed for one reason.
@@ -58,6 +71,6 @@ public struct PushEvent: Codable, Sendable, Equatable {
         case event, app
         case requestID = "request_id"
         case batchID = "batch_id"
-        case reason, count, token, tokens, at
+        case reason, count, token, tokens, channel, at
     }
 }
