@@ -186,6 +186,22 @@ class Stack:
         self.track_duplicates = False
         self.extra_env = {}
 
+    def relocate(self, name, base):
+        """Uses `name` for the servers' and logs' directories and 127.0.0.1:base…base+7 for the stack
+        (RabbitMQ also derives base+1000, base+20000 and base+21000…base+21010): the hostile and
+        Live Activity checks run their own stacks beside a chaos run this way."""
+        self.name = name
+        self.port = dict(amqp=base, redis=base + 1, apns=base + 2, admin=base + 3,
+                         **{"push-ingest": base + 4, "push-render": base + 5, "push-send": base + 6, "push-feedback": base + 7})
+        self.out = self.local / self.name
+        self.rmq_dir = self.local / f"rabbitmq-{self.name}"
+        self.redis_dir = self.local / f"redis-{self.name}"
+        self.amqp_url = f"amqp://guest:guest@127.0.0.1:{self.port['amqp']}/%2f"
+        self.redis_url = f"redis://127.0.0.1:{self.port['redis']}/0"
+        self.logdir = self.out
+        self.ca = self.out / "apns-sandbox-ca.pem"
+        self.apps = self.out / "apps.json"
+
     # servers
     def script(self, which, verb, check=True):
         port = self.port["amqp" if which == "rabbitmq" else "redis"]

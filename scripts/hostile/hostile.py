@@ -1116,18 +1116,7 @@ class HostileStack(chaos.Stack):
         args.smoke = False
         args.tokens = 2000
         super().__init__(args)
-        self.name = "hostile"
-        base = BASE_PORT
-        self.port = dict(amqp=base, redis=base + 1, apns=base + 2, admin=base + 3,
-                         **{"push-ingest": base + 4, "push-render": base + 5, "push-send": base + 6, "push-feedback": base + 7})
-        self.out = self.local / self.name
-        self.rmq_dir = self.local / f"rabbitmq-{self.name}"
-        self.redis_dir = self.local / f"redis-{self.name}"
-        self.amqp_url = f"amqp://guest:guest@127.0.0.1:{self.port['amqp']}/%2f"
-        self.redis_url = f"redis://127.0.0.1:{self.port['redis']}/0"
-        self.logdir = self.out
-        self.ca = self.out / "apns-sandbox-ca.pem"
-        self.apps = self.out / "apps.json"
+        self.relocate("hostile", BASE_PORT)
         self.extra_env = {"push-ingest": {"PUSH_INGEST_REQUEST_TIMEOUT_S": "2"}}
 
     def key_and_apps(self):
