@@ -116,14 +116,7 @@ public struct APNsBroadcast: Sendable, Equatable {
     /// Channel ids are base64 (standard alphabet, `=` padding); Apple sets no length ("don't make
     /// assumptions on the channel ID size").
     public static func isWellFormedChannelID(_ channelID: String) -> Bool {
-        let bytes = Array(channelID.utf8)
-        guard !bytes.isEmpty, bytes.count % 4 == 0 else { return false }
-        let padding = bytes.reversed().prefix { $0 == UInt8(ascii: "=") }.count
-        guard padding <= 2 else { return false }
-        return bytes.dropLast(padding).allSatisfy { byte in
-            (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
-                || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "+") || byte == UInt8(ascii: "/")
-        }
+        PushRequest.isWellFormedChannelID(channelID)
     }
 
     static func checkBundleID(_ bundleID: String) throws(APNsRequestError) {

@@ -68,7 +68,10 @@ public enum RegistrationMessage: Sendable, Equatable {
             }
             registeredAt = whole
         }
-        return (try Self.message(from: &object, apps: apps, now: registeredAt ?? now), registeredAt)
+        // A registered_at outside its window is refused naming it later (RegistrationEventTime); the
+        // token's expiry is dated by the message's time only when that time is sane.
+        let eventTime = (try? RegistrationEventTime.resolve(registeredAt, now: now)) ?? now
+        return (try Self.message(from: &object, apps: apps, now: eventTime), registeredAt)
     }
 
     private static func message(from object: inout [String: Any], apps: AppsFile, now: Int64) throws(RegistrationError) -> RegistrationMessage {

@@ -63,8 +63,8 @@ public struct DecodedSendBatch: Sendable {
         }
         if let channel = batch.channel {
             // A broadcast: one request on the channel, no tokens (Apple: update and end only, priority 10 or 5).
-            guard !channel.isEmpty, channel.utf8.count <= Self.maximumChannelIDLength, !PushCore.PushRequest.containsControlCharacters(channel) else {
-                throw SendBatchError(field: "channel", "must be 1–\(Self.maximumChannelIDLength) bytes without control characters")
+            guard channel.utf8.count <= Self.maximumChannelIDLength, PushCore.PushRequest.isWellFormedChannelID(channel) else {
+                throw SendBatchError(field: "channel", "must be a channel id as APNs made it: base64, 1–\(Self.maximumChannelIDLength) bytes")
             }
             guard batch.tokens.isEmpty else { throw SendBatchError(field: "tokens", "must be empty in a broadcast (channel) batch") }
             guard pushType == .liveactivity else {

@@ -18,9 +18,14 @@ import PushServiceKit
 /// - **Credentials** (403, `FeatureNotEnabled`): the app is paused like for device tokens, and the
 ///   broadcast goes through `push.send`'s retry tiers.
 /// - **No answer or a retryable one** (timeout, dropped connection, 429, 5xx): through the retry tiers
-///   (``PushServiceKit/DeliverySettler``), dead-lettered once they are used up. A dropped connection
-///   may hide an accepted broadcast, so at least once can mean one more broadcast then.
-/// - **Paused app** or **past its expiration**: retried later, or a `failed.Expired` event.
+///   (``PushServiceKit/DeliverySettler``) as ``RetryPolicy`` decides for tokens: not when the
+///   broadcast's `expiration` is 0 ("try once") or would pass before the next tier (`failed.Expired`),
+///   and at most `PUSH_SEND_MAX_ATTEMPTS` tries (`failed.<reason>` then). A dropped connection may
+///   hide an accepted broadcast, so at least once can mean one more broadcast then; an app with
+///   `delivery.guarantee: at-most-once` claims the broadcast before sending and reports a claimed but
+///   unanswered one as `failed.Unknown` instead.
+/// - **Shutdown** returns the delivery to the queue; **a paused app** is retried later; **past its
+///   expiration**, a `failed.Expired` event.
 extension SendBatchProcessor {
     func processBroadcast(_ delivery: AMQPDelivery, _ decoded: DecodedSendBatch, app: AppConfiguration, channel: String, logger: Logger) async {
         let batch = decoded.batch
@@ -28,7 +33,10 @@ extension SendBatchProcessor {
         logger[metadataKey: "push.channel"] = "\(channel)"
         let markKey = ledger.key(app: app.bundleID, markSet: batch.effectiveMarkSet)
         await markSetLocks.lock(markKey)
-        let (disposition, label) = await broadcastDisposition(decoded, app: app, channel: channel, markKey: markKey, logger: logger)
+        // The retry passes so far count as tries (the settler republishes the body unchanged).
+        let attempt = Swift.max(0, DeliverySettler.retries(in: delivery.properties.headers) ?? 0)
+        let (disposition, label) = await broadcastDisposition(
+            decoded, app: app, channel: channel, markKey: markKey, attempt: attempt, logger: logger)
         let settled = await settler.settle(delivery, disposition, amqp: amqp, logger: logger)
         if case .settled = settled.outcome { metrics.batch(label) }
         markSetLocks.unlock(markKey)
@@ -36,10 +44,11 @@ extension SendBatchProcessor {
 
     /// What to do with a broadcast batch, and the `push_send_batches_total` label for it.
     private func broadcastDisposition(
-        _ decoded: DecodedSendBatch, app: AppConfiguration, channel: String, markKey: String, logger: Logger
+        _ decoded: DecodedSendBatch, app: AppConfiguration, channel: String, markKey: String, attempt: Int, logger: Logger
     ) async -> (DeliveryDisposition, String) {
         let batch = decoded.batch
         let started = now()
+        let atMostOnce = app.delivery.guarantee == .atMostOnce
         func event(_ event: PushEvent) -> AMQPOutboundMessage {
             AMQPOutboundMessage(exchange: queues.eventsExchange, routingKey: event.routingKey, body: SendJSON.encode(event), mandatory: false)
         }
@@ -53,13 +62,30 @@ extension SendBatchProcessor {
                 app: app.bundleID, requestID: batch.requestID, batchID: batch.batchID, channel: channel, reason: reason, at: now())
             return (.ackAfterPublishing([event(failure)]), "broadcast_failed")
         }
+        /// Another try later, if the expiration and the attempts allow one.
+        func retry(_ reason: String) -> (DeliveryDisposition, String) {
+            switch policy.afterRetryableFailure(attempt: attempt, expiration: batch.expiration, now: now()) {
+            case .republish: (.retry(reason: reason), "broadcast_retried")
+            case .expired: failed("Expired")
+            case .exhausted: failed(reason)
+            }
+        }
 
         do {
-            if try await ledger.marks(key: markKey).isAccepted(slot: 0) {
+            let marks = try await ledger.marks(key: markKey)
+            if marks.isAccepted(slot: 0) {
                 metrics.duplicatesSkipped.increment()
                 return (.ackAfterPublishing([delivered()]), "broadcast_repeated")
             }
+            if atMostOnce, marks.isClaimed(slot: 0) {
+                // Handed to APNs before a crash, answer never recorded: at most once means not again.
+                return failed(Self.unknownReason)
+            }
         } catch {
+            if atMostOnce {
+                logger.warning("delivery marks unreadable; deferring an at-most-once broadcast", metadata: ["push.error": "\(error)"])
+                return (.retry(reason: Self.ledgerUnavailableReason), "broadcast_retried")
+            }
             logger.warning(
                 "dedupe lookup failed; broadcasting without it (a redelivered broadcast may go out twice)", metadata: ["push.error": "\(error)"])
         }
@@ -79,14 +105,34 @@ extension SendBatchProcessor {
         }
         let broadcast = APNsBroadcast(
             bundleID: app.bundleID, channelID: channel, priority: decoded.priority, expiration: batch.expiration ?? 0,
-            requestID: Self.requestID(forBatchID: batch.batchID), payload: decoded.payload)
+            requestID: Self.requestID(app: app.bundleID, batchID: batch.batchID), payload: decoded.payload)
+        if atMostOnce {
+            do {
+                try await ledger.write([(key: markKey, bit: DeliveryMarks.claimedBit(slot: 0))], value: true)
+            } catch {
+                logger.warning("could not claim an at-most-once broadcast; deferring it", metadata: ["push.error": "\(error)"])
+                return (.retry(reason: Self.ledgerUnavailableReason), "broadcast_retried")
+            }
+        }
         let response: APNsBroadcastResponse
         do {
             response = try await client.send(broadcast, timeout: configuration.requestTimeout)
         } catch {
-            if error.code == .invalidRequest { return failed("BadRequest") }
-            logger.warning("broadcast got no answer; retrying it", metadata: ["push.error": "\(error)"])
-            return (.retry(reason: "\(error.code)"), "broadcast_retried")
+            switch error.code {
+            case .invalidRequest:
+                return failed("BadRequest")
+            case .shutdown:
+                return (.requeue(after: .zero), "requeued")
+            case .credentials:
+                pauseApp(app.bundleID, reason: "InvalidCredentials", logger: logger)
+                return (.retry(reason: "InvalidCredentials"), "paused")
+            case .connectionLost where atMostOnce, .timeout where atMostOnce:
+                // APNs may have accepted what it did not answer: at most once reports it unknown.
+                return failed(Self.unknownReason)
+            default:
+                logger.warning("broadcast got no answer", metadata: ["push.error": "\(error)"])
+                return retry("\(error.code)")
+            }
         }
         let reason = response.reason?.rawValue ?? "HTTP\(response.status)"
         switch response.outcome {
@@ -99,7 +145,7 @@ extension SendBatchProcessor {
             metrics.delivered.increment()
             return (.ackAfterPublishing([delivered()]), "broadcast_delivered")
         case .retry:
-            return (.retry(reason: reason), "broadcast_retried")
+            return retry(reason)
         case .credentialProblem:
             pauseApp(app.bundleID, reason: reason, logger: logger)
             return (.retry(reason: reason), "paused")
@@ -108,16 +154,18 @@ extension SendBatchProcessor {
         }
     }
 
-    /// The `apns-request-id` of a broadcast batch: a UUID derived from its batch id, so every try of
-    /// one broadcast carries the same id in APNs' logs and ours.
-    static func requestID(forBatchID batchID: String) -> UUID {
-        func fnv(_ seed: UInt64) -> UInt64 {
-            var hash = seed
-            for byte in batchID.utf8 { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3 }
+    /// The `apns-request-id` of a broadcast batch: a UUID derived from the app and the batch id, so
+    /// every try of one broadcast carries the same id in APNs' logs and ours.
+    static func requestID(app: String, batchID: String) -> UUID {
+        let name = Array(app.utf8) + [0] + Array(batchID.utf8)
+        // Two independent 64-bit hashes: FNV-1a of the name, and of the name reversed.
+        func fnv(_ bytes: some Sequence<UInt8>) -> UInt64 {
+            var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+            for byte in bytes { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3 }
             return hash
         }
-        let high = fnv(0xcbf2_9ce4_8422_2325)
-        let low = fnv(0x8422_2325_cbf2_9ce4)
+        let high = fnv(name)
+        let low = fnv(name.reversed())
         var bytes = [UInt8](repeating: 0, count: 16)
         for index in 0..<8 {
             bytes[index] = UInt8(truncatingIfNeeded: high >> (8 * UInt64(index)))

@@ -38,7 +38,7 @@ extension TokenRegistry {
         let args = [
             keys.base, registration.pushToken.hex, String(now), slot.field, slot.kind, registration.attributesType ?? "", activityID,
             registration.user ?? "", registration.locale ?? "", registration.environment?.rawValue ?? "", defaultEnvironment.rawValue,
-            registration.expiresAt.map(String.init) ?? "", device.hex,
+            registration.expiresAt.map(String.init) ?? "", device.hex, String(Self.tombstoneLifetime.components.seconds * 1000),
         ]
         let recordKey = keys.activityRecord(registration.pushToken)
         let operation = "activity token upsert of \(keys.base)activity-token:\(registration.pushToken.redacted)"
@@ -151,22 +151,31 @@ extension TokenRegistry {
         end
         """
 
-    /// Shared Lua (after ``removeActivityTokenLua``): removes every Live Activity token of the device
-    /// `device_hex` and its slots hash, when the device itself is deleted or reported invalid (an app
-    /// that is gone from the device has no running activities either).
+    /// Shared Lua (after ``removeActivityTokenLua``): removes the Live Activity tokens of the device
+    /// `device_hex` registered at or before `since` (ms), when the device itself is deleted or
+    /// reported invalid (an app that is gone from the device has no running activities either); a
+    /// token registered after that moment is newer news and stays. The device's own tombstone
+    /// (`gone:<device>`) keeps late, older activity registrations out.
     static let removeDeviceActivityTokensLua = """
-        local function remove_device_activity_tokens(base, device_hex)
+        local function remove_device_activity_tokens(base, device_hex, since)
           local slots = base .. 'device-activities:' .. device_hex
           local held = redis.call('HGETALL', slots)
-          for i = 2, #held, 2 do remove_activity_token(base, held[i]) end
-          redis.call('DEL', slots)
+          for i = 1, #held, 2 do
+            if string.sub(held[i], 1, 4) ~= 'del:' then
+              local updated = tonumber(redis.call('HGET', base .. 'activity-token:' .. held[i + 1], 'updated_at'))
+              if not updated or updated <= since then
+                remove_activity_token(base, held[i + 1])
+                redis.call('HDEL', slots, held[i])
+              end
+            end
+          end
         end
         """
 
     /// Upsert of an activity token. `KEYS[1]` its record, `KEYS[2]` the device's slots, `KEYS[3]` the
     /// device's record; `ARGV`: base, token, now (ms), slot field, kind, attributes type, activity id,
     /// user, locale, environment (each `""` when not given), the app's environment, expires at (ms or
-    /// `""`), the device's hex.
+    /// `""`), the device's hex, the tombstones' lifetime (ms).
     ///
     /// Returns `{2, registered_at, …}` with nothing changed when the slot's token, the token's own
     /// record or a deletion (tombstone) is newer; else `{created (1/0), registered_at, user, locale,
@@ -180,6 +189,11 @@ extension TokenRegistry {
             local at = tonumber(now)
             local deleted_at = tonumber(redis.call('GET', base .. 'gone:' .. token))
             if deleted_at and deleted_at >= at then return {2, 0, '', '', default_env} end
+            -- The device was deleted, or this slot emptied, after this registration happened.
+            local device_gone = tonumber(redis.call('GET', base .. 'gone:' .. device_hex))
+            if device_gone and device_gone >= at then return {2, 0, '', '', default_env} end
+            local slot_deleted = tonumber(redis.call('HGET', slots, 'del:' .. slot))
+            if slot_deleted and slot_deleted >= at then return {2, 0, '', '', default_env} end
             local stored = redis.call('HMGET', record, 'updated_at', 'registered_at')
             if stored[1] and tonumber(stored[1]) and tonumber(stored[1]) > at then return {2, tonumber(stored[2]) or 0, '', '', default_env} end
             local previous = redis.call('HGET', slots, slot)
@@ -188,10 +202,13 @@ extension TokenRegistry {
               if previous_at and previous_at > at then return {2, 0, '', '', default_env} end
               remove_activity_token(base, previous)
             end
-            -- Slots whose token has expired are forgotten, so the device's hash stays small.
+            -- Slots whose token has expired, and slot deletions older than the tombstones' lifetime,
+            -- are forgotten, so the device's hash stays small.
             local held = redis.call('HGETALL', slots)
             for i = 1, #held, 2 do
-              if held[i] ~= slot and redis.call('EXISTS', base .. 'activity-token:' .. held[i + 1]) == 0 then
+              if string.sub(held[i], 1, 4) == 'del:' then
+                if tonumber(held[i + 1]) and tonumber(held[i + 1]) < at - tonumber(ARGV[14]) then redis.call('HDEL', slots, held[i]) end
+              elseif held[i] ~= slot and redis.call('EXISTS', base .. 'activity-token:' .. held[i + 1]) == 0 then
                 redis.call('HDEL', slots, held[i])
               end
             end
@@ -248,6 +265,9 @@ extension TokenRegistry {
             if updated_at and updated_at > at then return 2 end
             local _, existed = remove_activity_token(base, token)
             redis.call('HDEL', slots, slot)
+            -- The slot's deletion time, so a late registration from before it cannot fill it again.
+            local slot_deleted = tonumber(redis.call('HGET', slots, 'del:' .. slot))
+            if not slot_deleted or at > slot_deleted then redis.call('HSET', slots, 'del:' .. slot, ARGV[3]) end
             local gone = base .. 'gone:' .. token
             local deleted_at = tonumber(redis.call('GET', gone))
             if not deleted_at or at > deleted_at then redis.call('SET', gone, ARGV[3], 'EX', lifetime) end

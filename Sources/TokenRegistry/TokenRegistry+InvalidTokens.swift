@@ -108,8 +108,11 @@ extension TokenRegistry {
             local held = redis.call('HMGET', record, 'updated_at', 'user', 'topics')
             if not held[1] and not held[2] and not held[3] and redis.call('EXISTS', record) == 0 then
               redis.call('SREM', all, token)
-              local activity_updated = redis.call('HGET', base .. 'activity-token:' .. token, 'updated_at')
-              if activity_updated then
+              local activity_record = base .. 'activity-token:' .. token
+              if redis.call('EXISTS', activity_record) == 1 then
+                -- A Live Activity token; one without a readable updated_at cannot prove a newer
+                -- registration, so it is removed, like a device record.
+                local activity_updated = redis.call('HGET', activity_record, 'updated_at')
                 if tonumber(activity_updated) and tonumber(activity_updated) > since then return {1, activity_updated} end
                 local user = remove_activity_token(base, token)
                 if lifetime > 0 then redis.call('SET', removed, note, 'PX', lifetime) end
@@ -136,7 +139,7 @@ extension TokenRegistry {
               end
             end
             redis.call('SREM', all, token)
-            remove_device_activity_tokens(base, token)
+            remove_device_activity_tokens(base, token, since)
             redis.call('DEL', record)
             if lifetime > 0 then redis.call('SET', removed, note, 'PX', lifetime) end
             if held[2] then return {2, held[2]} end

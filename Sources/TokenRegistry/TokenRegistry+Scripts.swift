@@ -92,7 +92,7 @@ extension TokenRegistry {
             if updated_at and updated_at > at then return 2 end
             leave_index_sets(record, base, token, false, {})
             redis.call('SREM', all, token)
-            remove_device_activity_tokens(base, token)
+            remove_device_activity_tokens(base, token, at)
             local gone = base .. 'gone:' .. token
             local deleted_at = tonumber(redis.call('GET', gone))
             if not deleted_at or at > deleted_at then redis.call('SET', gone, ARGV[3], 'EX', lifetime) end
@@ -120,7 +120,7 @@ extension TokenRegistry {
             local fields = redis.call('HGETALL', record)
             leave_index_sets(record, base, token, false, {})
             redis.call('SREM', all, token)
-            remove_device_activity_tokens(base, token)
+            remove_device_activity_tokens(base, token, since)
             redis.call('DEL', record)
             local gone = base .. 'gone:' .. token
             local deleted_at = tonumber(redis.call('GET', gone))

@@ -57,10 +57,11 @@ struct SendBroadcastTests {
     }
 
     @Test(arguments: [
-        (#"{"channel": "c", "tokens": ["\#(String(repeating: "ab", count: 32))"]}"#, "tokens"),
-        (#"{"channel": "c", "push_type": "alert"}"#, "push_type"),
-        (#"{"channel": "c", "priority": 1}"#, "priority"),
+        (#"{"channel": "dGVzdA==", "tokens": ["\#(String(repeating: "ab", count: 32))"]}"#, "tokens"),
+        (#"{"channel": "dGVzdA==", "push_type": "alert"}"#, "push_type"),
+        (#"{"channel": "dGVzdA==", "priority": 1}"#, "priority"),
         (#"{"channel": ""}"#, "channel"),
+        (#"{"channel": "news!"}"#, "channel"),
     ])
     func aMalformedBroadcastBatchIsRefusedNamingTheField(override: String, field: String) throws {
         var object: [String: Any] = [

@@ -153,6 +153,59 @@ struct ActivityTokenRegistryTests {
         }
     }
 
+    /// Deletions win over older registrations whatever token they name: a slot emptied at T, or a
+    /// device deleted at T, is not filled again by a registration from before T that arrives late.
+    @Test func lateOlderRegistrationsDoNotRefillADeletedSlotOrDevice() async throws {
+        try await withDevice("late") { registry, app, device, _ in
+            let slot = ActivityTokenSlot.activity(id: "m")
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            _ = try await registry.upsertActivityToken(
+                app: app, device: device,
+                registration: ActivityTokenRegistration(slot: slot, pushToken: RegistryTesting.token(40), expiresAt: now + 60_000),
+                defaultEnvironment: .production, now: now)
+            #expect(try await registry.deleteActivityToken(app: app, device: device, slot: slot, at: now + 10))
+            let late = try await registry.upsertActivityToken(
+                app: app, device: device,
+                registration: ActivityTokenRegistration(slot: slot, pushToken: RegistryTesting.token(41), expiresAt: now + 60_000),
+                defaultEnvironment: .production, now: now + 5)
+            #expect(!late.applied, "another token from before the slot's deletion")
+            let newer = try await registry.upsertActivityToken(
+                app: app, device: device,
+                registration: ActivityTokenRegistration(slot: slot, pushToken: RegistryTesting.token(42), expiresAt: now + 60_000),
+                defaultEnvironment: .production, now: now + 20)
+            #expect(newer.applied)
+
+            #expect(try await registry.delete(app: app, token: device, at: now + 30))
+            let beforeDeletion = try await registry.upsertActivityToken(
+                app: app, device: device, registration: ActivityTokenRegistration(slot: Self.match, pushToken: RegistryTesting.token(43)),
+                defaultEnvironment: .production, now: now + 25)
+            #expect(!beforeDeletion.applied, "the device was deleted after this registration")
+            let afterDeletion = try await registry.upsertActivityToken(
+                app: app, device: device, registration: ActivityTokenRegistration(slot: Self.match, pushToken: RegistryTesting.token(44)),
+                defaultEnvironment: .production, now: now + 40)
+            #expect(afterDeletion.applied)
+        }
+    }
+
+    /// A device reported invalid at T keeps the activity tokens registered after T (newer news).
+    @Test func anInvalidDeviceKeepsActivityTokensRegisteredAfterTheReport() async throws {
+        try await withDevice("cascade-since") { registry, app, device, _ in
+            let old = RegistryTesting.token(50)
+            let recent = RegistryTesting.token(51)
+            _ = try await registry.upsertActivityToken(
+                app: app, device: device, registration: ActivityTokenRegistration(slot: Self.match, pushToken: old), defaultEnvironment: .production,
+                now: 2_000)
+            _ = try await registry.upsertActivityToken(
+                app: app, device: device, registration: ActivityTokenRegistration(slot: .pushToStart(attributesType: "Other"), pushToken: recent),
+                defaultEnvironment: .production, now: 9_000)
+            let outcome = try await registry.removeIfNotRegistered(
+                [InvalidTokenReport(app: app, token: device, reason: "Unregistered", invalidSince: 5_000)], now: 9_500, noteLifetime: nil)
+            #expect(try outcome[0].get() == .removed(user: "alice"))
+            #expect(try await registry.activityToken(app: app, device: device, slot: Self.match) == nil)
+            #expect(try await registry.activityToken(app: app, device: device, slot: .pushToStart(attributesType: "Other"))?.pushToken == recent)
+        }
+    }
+
     @Test func feedbackRemovesAnActivityTokenByTheInvalidTokenRule() async throws {
         try await withDevice("feedback") { registry, app, device, redis in
             let keys = registry.keys(app: app)

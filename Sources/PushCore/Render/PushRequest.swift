@@ -249,6 +249,19 @@ extension PushRequest {
     /// The most characters an activity id, attributes type or channel id may have.
     public static let maximumActivityFieldLength = 256
 
+    /// Whether `channelID` is a channel id as APNs makes them: standard base64 (`A–Z a–z 0–9 + /`,
+    /// `=` padding, a multiple of 4 bytes). Anything else APNs refuses with `BadChannelId`.
+    public static func isWellFormedChannelID(_ channelID: String) -> Bool {
+        let bytes = Array(channelID.utf8)
+        guard !bytes.isEmpty, bytes.count % 4 == 0 else { return false }
+        let padding = bytes.reversed().prefix { $0 == UInt8(ascii: "=") }.count
+        guard padding <= 2 else { return false }
+        return bytes.dropLast(padding).allSatisfy { byte in
+            (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+                || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "+") || byte == UInt8(ascii: "/")
+        }
+    }
+
     /// The rules that tie the target to the push type and the Live Activity event: activity tokens
     /// update and end the activity they belong to, push-to-start tokens only start one (Apple:
     /// "Starting and updating Live Activities with ActivityKit push notifications"), and a channel
@@ -450,7 +463,14 @@ extension PushRequest {
             }
             return .pushToStart(.all)
         case "channel":
-            return .channel(try activityField(member.value, field: field))
+            let channel = try activityField(member.value, field: field)
+            guard channel.utf8.count <= maximumActivityFieldLength, isWellFormedChannelID(channel) else {
+                throw PushRequestError(
+                    .invalidField, field: field,
+                    "must be a channel id as APNs made it (base64, at most \(maximumActivityFieldLength) bytes), got \(PushRequestError.quoted(channel))"
+                )
+            }
+            return .channel(channel)
         default:
             throw PushRequestError(.invalidField, field: field, "is not a target (expected one of \(targetNames))")
         }
@@ -476,17 +496,18 @@ extension PushRequest {
         return users
     }
 
-    /// An activity id or channel id: 1–``maximumActivityFieldLength`` characters, no control characters.
+    /// An activity id or channel id: 1–``maximumActivityFieldLength`` characters without spaces or
+    /// control characters, the rule registrations follow (``ActivityTokenRegistration/name(_:field:)``),
+    /// so an id no token can have is refused rather than finishing with nobody reached.
     private static func activityField(_ value: JSONValue, field: String) throws(PushRequestError) -> String {
         guard case .string(let text) = value, !text.isEmpty else {
             throw PushRequestError(.invalidField, field: field, "must be a non-empty string, got \(NotificationPayload.describe(value))")
         }
-        guard text.count <= maximumActivityFieldLength, !containsControlCharacters(text) else {
-            throw PushRequestError(
-                .invalidField, field: field, "must be at most \(maximumActivityFieldLength) characters without control characters (got \(text.count))"
-            )
+        do {
+            return try ActivityTokenRegistration.name(text, field: field)
+        } catch {
+            throw PushRequestError(.invalidField, field: field, error.reason)
         }
-        return text
     }
 
     /// The one member of an audience object (`{"users": […]}`), checked against `expected`.

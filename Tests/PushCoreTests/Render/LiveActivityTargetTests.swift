@@ -33,11 +33,15 @@ struct LiveActivityTargetTests {
         // Each target takes only the events its tokens can carry.
         (update, #"{"push_to_start": {"all": true}}"#, "payload.aps.event"),
         (start, #"{"activity": "match-1234"}"#, "payload.aps.event"),
-        (start, #"{"channel": "c"}"#, "payload.aps.event"),
+        (start, #"{"channel": "dGVzdA=="}"#, "payload.aps.event"),
         // Only Live Activity pushes go to activity tokens.
         (#"{"aps": {"alert": "hi"}}"#, #"{"activity": "match-1234"}"#, "to.activity"),
         (#"{"aps": {"alert": "hi"}}"#, #"{"push_to_start": {"all": true}}"#, "to.push_to_start"),
-        (#"{"aps": {"alert": "hi"}}"#, #"{"channel": "c"}"#, "to.channel"),
+        (#"{"aps": {"alert": "hi"}}"#, #"{"channel": "dGVzdA=="}"#, "to.channel"),
+        // Channel ids are APNs' base64; activity ids follow the registration rules.
+        (update, #"{"channel": "news!"}"#, "to.channel"),
+        (update, #"{"channel": "abc"}"#, "to.channel"),
+        (update, #"{"activity": "match 1"}"#, "to.activity"),
         // Shapes.
         (update, #"{"activity": ""}"#, "to.activity"),
         (update, #"{"activity": {"topic": "x"}}"#, "to.activity"),
