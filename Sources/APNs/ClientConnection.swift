@@ -395,7 +395,7 @@ final class ClientConnection: @unchecked Sendable {
     private func readAvailable(_ transport: HTTP2OverTLS) {
         let outcome = transport.readAvailable(into: readBuffer, maximumReads: Self.readsPerPass) {
             machine.received(now: monotonicNanoseconds())
-            return failure != nil
+            return failure != nil || shouldRefillBeforeReading
         }
         switch outcome {
         case .drained, .bounded, .stopped:
@@ -407,6 +407,14 @@ final class ClientConnection: @unchecked Sendable {
         case .protocolError(let code):
             failure = APNsClientError(.protocolError, "HTTP/2 error from APNs: \(http2ErrorText(code))")
         }
+    }
+
+    /// Whether to stop reading and open streams first: a tenth of the streams the server allows are
+    /// free and requests wait for them. Answers arrive in bursts (a TLS record holds a few hundred);
+    /// sending the next requests after each record instead of after the whole burst keeps the
+    /// server busy while this side reads the rest, instead of each side waiting for the other.
+    private var shouldRefillBeforeReading: Bool {
+        machine.room >= max(machine.streamLimit / 10, 1) && !shared.queue.isEmpty
     }
 
     /// Moves nghttp2's output through TLS until done or the socket is full.
