@@ -83,6 +83,9 @@ final class ClientConnection: @unchecked Sendable {
     /// The last wake-up came through the pipe (someone has work for this connection).
     private var wokenForWork = false
     private let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: ClientConnection.readBufferSize, alignment: 16)
+    /// The `:authority` of every request, and one header block refilled for each request.
+    private let authority: String
+    private var headers = HTTP2HeaderBlock(bytes: 1024, fields: 16)
 
     init(index: Int, shared: ClientShared) {
         self.index = index
@@ -92,6 +95,7 @@ final class ClientConnection: @unchecked Sendable {
         logger[metadataKey: "apns.connection"] = "\(index)"
         self.logger = logger
         let configuration = shared.configuration
+        authority = configuration.endpoint.authority
         var decisions = ClientConnectionStateMachine<Stream>.Configuration(
             pingTimeout: configuration.connectTimeout.nanoseconds,
             pingInterval: configuration.pingInterval.nanoseconds,
@@ -285,9 +289,8 @@ final class ClientConnection: @unchecked Sendable {
                 return true
             }
         }
-        let fields = request.notification.headers(authority: shared.configuration.endpoint.authority, authorization: authorization?.value)
-        var headers = HTTP2HeaderBlock(bytes: 512 + (authorization?.value.utf8.count ?? 0), fields: fields.count)
-        for field in fields { headers.add(field.name, field.value) }
+        headers.removeAll()
+        request.notification.addHeaders(to: &headers, authority: authority, authorization: authorization?.value)
         let streamID = session.submitRequest(&headers, hasBody: true)
         guard streamID > 0 else {
             logger.debug("nghttp2 took no more streams", metadata: ["http2.error": "\(http2ErrorText(Int(streamID)))"])
