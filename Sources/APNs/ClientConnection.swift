@@ -53,11 +53,12 @@ final class ClientConnection: @unchecked Sendable {
         var apnsUniqueID: String?
         var body: [UInt8] = []
         /// When the stream was opened (monotonic ns).
-        let openedAt = monotonicNanoseconds()
+        let openedAt: UInt64
 
-        init(request: PendingRequest, tokenIssuedAt: Int64?) {
+        init(request: PendingRequest, tokenIssuedAt: Int64?, openedAt: UInt64) {
             self.request = request
             self.tokenIssuedAt = tokenIssuedAt
+            self.openedAt = openedAt
         }
 
         var isAnswered: Bool { status != nil }
@@ -298,7 +299,8 @@ final class ClientConnection: @unchecked Sendable {
             requeue([request])
             return false
         }
-        machine.opened(streamID: streamID, Stream(request: request, tokenIssuedAt: authorization?.issuedAt), deadline: request.deadline, now: now)
+        machine.opened(
+            streamID: streamID, Stream(request: request, tokenIssuedAt: authorization?.issuedAt, openedAt: now), deadline: request.deadline, now: now)
         return true
     }
 
@@ -443,13 +445,29 @@ final class ClientConnection: @unchecked Sendable {
 extension ClientConnection: HTTP2SessionDelegate {
     func http2Header(streamID: Int32, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) {
         guard let stream = machine.stream(streamID) else { return }
-        if name.elementsEqual(":status".utf8) {
-            stream.status = Int(String(decoding: value, as: UTF8.self))
-        } else if name.elementsEqual("apns-id".utf8) {
+        if Self.equal(name, ":status") {
+            stream.status = Self.decimal(value)
+        } else if Self.equal(name, "apns-id") {
             stream.apnsID = String(decoding: value, as: UTF8.self)
-        } else if name.elementsEqual("apns-unique-id".utf8) {
+        } else if Self.equal(name, "apns-unique-id") {
             stream.apnsUniqueID = String(decoding: value, as: UTF8.self)
         }
+    }
+
+    /// Whether a header name is `literal` (a length check and a memcmp, not a walk through `utf8`).
+    private static func equal(_ bytes: UnsafeBufferPointer<UInt8>, _ literal: StaticString) -> Bool {
+        bytes.count == literal.utf8CodeUnitCount && (bytes.isEmpty || memcmp(bytes.baseAddress!, literal.utf8Start, bytes.count) == 0)
+    }
+
+    /// A `:status` value: 1–9 ASCII digits, else nil (as `Int(String)` read it).
+    private static func decimal(_ bytes: UnsafeBufferPointer<UInt8>) -> Int? {
+        guard (1...9).contains(bytes.count) else { return nil }
+        var value = 0
+        for byte in bytes {
+            guard (48...57).contains(byte) else { return nil }
+            value = value * 10 + Int(byte - 48)
+        }
+        return value
     }
 
     func http2Data(streamID: Int32, _ bytes: UnsafeBufferPointer<UInt8>) {
