@@ -79,9 +79,12 @@ bench-render: deps-bench
 bench-feedback: deps-bench
 	@bash Benchmarks/feedback/run.sh
 
-# The APNs client against an APNSwift-style sender (AsyncHTTPClient) and aioapns, all against one
-# apns-sandbox on loopback (release builds; the sandbox is stopped afterwards). See
-# Benchmarks/apns-compare/README.md.
+# The APNs client against h2load first, pinned (sandbox on one core, h2load then `pushctl bench` on the
+# other, 1 connection, 1,000 in flight, 3 interleaved rounds: each rate, the median pushctl/h2load and
+# the machine; it waits up to 30 min for a 1-minute load average <= 1.0), then against an
+# APNSwift-style sender (AsyncHTTPClient) and aioapns, all against one apns-sandbox on loopback
+# (release builds; the sandboxes are stopped afterwards). `APNS_BENCH_PINNED=only make bench-apns`
+# runs the pinned part alone. See Benchmarks/apns-compare/README.md.
 .PHONY: bench-apns
 bench-apns: deps
 	@bash Benchmarks/apns-compare/run.sh

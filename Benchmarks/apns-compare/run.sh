@@ -17,11 +17,21 @@
 # with the 1-minute load average when each run started (other work on the machine skews the figures).
 # Stops apns-sandbox afterwards, also on failure or Ctrl-C.
 #
+# First, the pinned comparison (DESIGN.md's target: >= 60% of h2load): Benchmarks/transport/run.sh with
+# this build, one connection, ROUNDS rounds: in each, one apns-sandbox (--workers 1) pinned to one core,
+# h2load (same path, headers, body and a valid ES256 provider token, -c 1 -m 1000) and then
+# `pushctl bench --connections 1 --concurrency 1000` pinned to the other; it prints each rate, each
+# round's pushctl/h2load and their median, CPU per notification of both sides, and the machine. It
+# waits (up to APNS_BENCH_QUIET_WAIT s, checking every 60 s) for the 1-minute load average to fall to
+# APNS_BENCH_QUIET_LOAD first, and says so when it gives up waiting. It prints figures; it asserts none.
+#
 # Environment: APNS_BENCH_COUNT (200000), APNS_BENCH_AIOAPNS_COUNT (50000: aioapns is ~10x slower),
 # APNS_BENCH_CONCURRENCY (1000), APNS_BENCH_CONNECTIONS ("1 2"), APNS_BENCH_REPEAT (2),
 # APNS_BENCH_TOOLS ("pushctl ahc ahc-drain aioapns"), APNS_BENCH_TIMEOUT (600: seconds one run may take),
 # APNS_BENCH_SCRATCH (.build: the main package's SwiftPM scratch path), APNS_BENCH_SKIP_BUILD=1 (use
-# the binaries already built).
+# the binaries already built), APNS_BENCH_PINNED (1; 0 skips the pinned comparison, `only` runs
+# nothing else), APNS_BENCH_PINNED_ROUNDS (3), APNS_BENCH_PINNED_COUNT (200000 per run),
+# APNS_BENCH_QUIET_LOAD (1.0), APNS_BENCH_QUIET_WAIT (1800; 0 does not wait).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -35,6 +45,11 @@ REPEAT=${APNS_BENCH_REPEAT:-2}
 TOOLS=${APNS_BENCH_TOOLS:-pushctl ahc ahc-drain aioapns}
 RUN_TIMEOUT=${APNS_BENCH_TIMEOUT:-600}
 SCRATCH=${APNS_BENCH_SCRATCH:-.build}
+PINNED=${APNS_BENCH_PINNED:-1}
+PINNED_ROUNDS=${APNS_BENCH_PINNED_ROUNDS:-3}
+PINNED_COUNT=${APNS_BENCH_PINNED_COUNT:-200000}
+QUIET_LOAD=${APNS_BENCH_QUIET_LOAD:-1.0}
+QUIET_WAIT=${APNS_BENCH_QUIET_WAIT:-1800}
 BENCH_DIR="$ROOT/Benchmarks/apns-compare"
 AHC_DIR="$BENCH_DIR/ahc-bench"
 VENV="$ROOT/.local/apns-compare-venv"
@@ -51,6 +66,12 @@ for value in "$COUNT" "$AIOAPNS_COUNT" "$CONCURRENCY" "$REPEAT" "$RUN_TIMEOUT"; 
     [[ $value =~ ^[1-9][0-9]*$ ]] || die "counts, concurrency, repeat and timeout must be positive integers (got '$value')"
 done
 ((REPEAT <= 10)) || die "APNS_BENCH_REPEAT must be at most 10"
+[[ $PINNED == 0 || $PINNED == 1 || $PINNED == only ]] || die "APNS_BENCH_PINNED is 0, 1 or only (got '$PINNED')"
+for value in "$PINNED_ROUNDS" "$PINNED_COUNT"; do
+    [[ $value =~ ^[1-9][0-9]*$ ]] || die "APNS_BENCH_PINNED_ROUNDS and APNS_BENCH_PINNED_COUNT must be positive integers (got '$value')"
+done
+[[ $QUIET_LOAD =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "APNS_BENCH_QUIET_LOAD must be a number (got '$QUIET_LOAD')"
+[[ $QUIET_WAIT =~ ^[0-9]+$ ]] || die "APNS_BENCH_QUIET_WAIT must be whole seconds (got '$QUIET_WAIT')"
 for k in $CONNECTIONS; do
     [[ $k =~ ^[1-9][0-9]*$ ]] && ((k <= 64)) || die "APNS_BENCH_CONNECTIONS holds 1–64 (got '$k')"
 done
@@ -80,7 +101,7 @@ if [[ ${APNS_BENCH_SKIP_BUILD:-} != 1 ]]; then
     say "building pushctl and apns-sandbox (release)"
     build "$OUT_DIR/build-pushctl.log" --scratch-path "$SCRATCH" --product pushctl
     build "$OUT_DIR/build-apns-sandbox.log" --scratch-path "$SCRATCH" --product apns-sandbox
-    if [[ " $TOOLS " == *" ahc"* ]]; then
+    if [[ $PINNED != only && " $TOOLS " == *" ahc"* ]]; then
         say "building ahc-bench (release; its own package in $AHC_DIR)"
         build "$OUT_DIR/build-ahc-bench.log" --package-path "$AHC_DIR"
     fi
@@ -88,8 +109,59 @@ fi
 BIN="$SCRATCH/release"
 [[ -x $BIN/pushctl && -x $BIN/apns-sandbox ]] || die "$BIN/pushctl or $BIN/apns-sandbox is missing"
 AHC_BIN="$AHC_DIR/.build/release/ahc-bench"
-if [[ " $TOOLS " == *" ahc"* ]]; then
+if [[ $PINNED != only && " $TOOLS " == *" ahc"* ]]; then
     [[ -x $AHC_BIN ]] || die "$AHC_BIN is missing"
+fi
+
+# MARK: pinned, against h2load
+
+# wait_for_quiet: waits until the 1-minute load average is at most QUIET_LOAD, checking every 60 s for
+# at most QUIET_WAIT s; goes on either way and says which.
+wait_for_quiet() {
+    local waited=0 load
+    while true; do
+        load=$(cut -d' ' -f1 /proc/loadavg)
+        if awk -v l="$load" -v q="$QUIET_LOAD" 'BEGIN {exit !(l <= q)}'; then
+            say "load average $load <= $QUIET_LOAD: measuring"
+            return 0
+        fi
+        if ((waited >= QUIET_WAIT)); then
+            say "load average still $load after ${waited} s (> $QUIET_LOAD): measuring anyway; read the ratios, not the rates"
+            return 0
+        fi
+        say "load average $load > $QUIET_LOAD (another build?): checking again in 60 s ($waited of $QUIET_WAIT s waited)"
+        sleep 60
+        waited=$((waited + 60))
+    done
+}
+
+if [[ $PINNED != 0 ]]; then
+    say ""
+    say "== pinned: pushctl bench against h2load, 1 connection, $CONCURRENCY in flight, one core each =="
+    wait_for_quiet
+    # The transport benchmark does exactly this with one build: sandbox on CPU 0, clients on CPU 1,
+    # h2load then pushctl against the same sandbox in every round (Benchmarks/transport/README.md).
+    if ! TRANSPORT_BENCH_BIN="$BIN" TRANSPORT_BENCH_CONNECTIONS=1 TRANSPORT_BENCH_ROUNDS="$PINNED_ROUNDS" \
+        TRANSPORT_BENCH_COUNT="$PINNED_COUNT" TRANSPORT_BENCH_CONCURRENCY="$CONCURRENCY" bash "$ROOT/Benchmarks/transport/run.sh"; then
+        say "pinned comparison: a run failed (see the ERROR lines above)"
+    fi
+    # One line to quote: every round's rates and ratio, and the median ratio.
+    python3 - "$ROOT/.local/transport-bench/results.tsv" <<'EOF' || say "pinned: no results to summarise"
+import statistics, sys
+
+rows = [line.rstrip("\n").split("\t") for line in open(sys.argv[1]) if line.strip()]
+rate = {(r[0], r[2]): float(r[4]) for r in rows if r[4] != "ERR"}
+rounds = sorted({r[0] for r in rows}, key=int)
+pairs = [(rate[(rd, "h2load")], rate[(rd, "pushctl")]) for rd in rounds if (rd, "h2load") in rate and (rd, "pushctl") in rate]
+if pairs:
+    ratios = [p / h for h, p in pairs]
+    shown = ", ".join(f"{p:,.0f}/{h:,.0f} = {p / h:.2f}" for h, p in pairs)
+    print(f"pinned, pushctl/h2load per round: {shown}; median {statistics.median(ratios):.2f}")
+else:
+    print("pinned: no round with both rates")
+EOF
+    [[ $PINNED == only ]] && exit 0
+    say ""
 fi
 
 # aioapns: a venv under .local; without PyPI the aioapns rows are skipped, not faked.

@@ -35,11 +35,11 @@ public struct APNsNotification: Sendable, Equatable {
     /// Checks what APNs would refuse with a 400, so such a notification is never sent.
     public func validate() throws(APNsRequestError) {
         guard (64...200).contains(deviceToken.utf8.count), deviceToken.utf8.count % 2 == 0,
-            deviceToken.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) })
+            Self.allBytes(of: deviceToken, { (48...57).contains($0) || (97...102).contains($0) })
         else {
             throw APNsRequestError(field: "device_token", "must be 64–200 lowercase hex characters, even length")
         }
-        guard !topic.isEmpty, topic.utf8.allSatisfy({ $0 > 32 && $0 < 127 }) else {
+        guard !topic.isEmpty, Self.allBytes(of: topic, { $0 > 32 && $0 < 127 }) else {
             throw APNsRequestError(field: "apns-topic", "must be a non-empty bundle id without spaces")
         }
         if pushType != .mdm, !pushType.topicSuffix.isEmpty, !topic.hasSuffix(pushType.topicSuffix) {
@@ -57,6 +57,12 @@ public struct APNsNotification: Sendable, Equatable {
         guard payload.count <= pushType.maximumPayloadSize else {
             throw APNsRequestError(field: "payload", "is \(payload.count) bytes; \(pushType) allows \(pushType.maximumPayloadSize)")
         }
+    }
+
+    /// Whether every UTF-8 byte of `text` passes `test`: read in place for a native string (every
+    /// request is validated; iterating `utf8` goes through an index per byte).
+    private static func allBytes(of text: String, _ test: (UInt8) -> Bool) -> Bool {
+        text.utf8.withContiguousStorageIfAvailable { $0.allSatisfy(test) } ?? text.utf8.allSatisfy(test)
     }
 
     /// The request headers, in the order they are sent (pseudo-headers first).

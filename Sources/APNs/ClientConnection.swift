@@ -55,11 +55,12 @@ final class ClientConnection: @unchecked Sendable {
         var apnsChannelID: String?
         var body: [UInt8] = []
         /// When the stream was opened (monotonic ns).
-        let openedAt = monotonicNanoseconds()
+        let openedAt: UInt64
 
-        init(request: PendingRequest, tokenIssuedAt: Int64?) {
+        init(request: PendingRequest, tokenIssuedAt: Int64?, openedAt: UInt64) {
             self.request = request
             self.tokenIssuedAt = tokenIssuedAt
+            self.openedAt = openedAt
         }
 
         var isAnswered: Bool { status != nil }
@@ -85,6 +86,9 @@ final class ClientConnection: @unchecked Sendable {
     /// The last wake-up came through the pipe (someone has work for this connection).
     private var wokenForWork = false
     private let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: ClientConnection.readBufferSize, alignment: 16)
+    /// The `:authority` of every request, and one header block refilled for each request.
+    private let authority: String
+    private var headers = HTTP2HeaderBlock(bytes: 1024, fields: 16)
 
     init(index: Int, shared: ClientShared) {
         self.index = index
@@ -94,6 +98,7 @@ final class ClientConnection: @unchecked Sendable {
         logger[metadataKey: "apns.connection"] = "\(index)"
         self.logger = logger
         let configuration = shared.configuration
+        authority = configuration.endpoint.authority
         var decisions = ClientConnectionStateMachine<Stream>.Configuration(
             pingTimeout: configuration.connectTimeout.nanoseconds,
             pingInterval: configuration.pingInterval.nanoseconds,
@@ -287,9 +292,14 @@ final class ClientConnection: @unchecked Sendable {
                 return true
             }
         }
-        let fields = request.headerFields(authority: shared.configuration.endpoint.authority, authorization: authorization?.value)
-        var headers = HTTP2HeaderBlock(bytes: 512 + (authorization?.value.utf8.count ?? 0), fields: fields.count)
-        for field in fields { headers.add(field.name, field.value) }
+        headers.removeAll()
+        switch request.message {
+        case .notification(let notification):
+            // The hot path: the connection's reused header block, fields written straight as bytes.
+            notification.addHeaders(to: &headers, authority: authority, authorization: authorization?.value)
+        case .http(let httpRequest):
+            for field in httpRequest.headerFields(authority: authority, authorization: authorization?.value) { headers.add(field.name, field.value) }
+        }
         let streamID = session.submitRequest(&headers, hasBody: !request.body.isEmpty)
         guard streamID > 0 else {
             logger.debug("nghttp2 took no more streams", metadata: ["http2.error": "\(http2ErrorText(Int(streamID)))"])
@@ -297,7 +307,8 @@ final class ClientConnection: @unchecked Sendable {
             requeue([request])
             return false
         }
-        machine.opened(streamID: streamID, Stream(request: request, tokenIssuedAt: authorization?.issuedAt), deadline: request.deadline, now: now)
+        machine.opened(
+            streamID: streamID, Stream(request: request, tokenIssuedAt: authorization?.issuedAt, openedAt: now), deadline: request.deadline, now: now)
         return true
     }
 
@@ -397,7 +408,7 @@ final class ClientConnection: @unchecked Sendable {
     private func readAvailable(_ transport: HTTP2OverTLS) {
         let outcome = transport.readAvailable(into: readBuffer, maximumReads: Self.readsPerPass) {
             machine.received(now: monotonicNanoseconds())
-            return failure != nil
+            return failure != nil || shouldRefillBeforeReading
         }
         switch outcome {
         case .drained, .bounded, .stopped:
@@ -409,6 +420,14 @@ final class ClientConnection: @unchecked Sendable {
         case .protocolError(let code):
             failure = APNsClientError(.protocolError, "HTTP/2 error from APNs: \(http2ErrorText(code))")
         }
+    }
+
+    /// Whether to stop reading and open streams first: a tenth of the streams the server allows are
+    /// free and requests wait for them. Answers arrive in bursts (a TLS record holds a few hundred);
+    /// sending the next requests after each record instead of after the whole burst keeps the
+    /// server busy while this side reads the rest, instead of each side waiting for the other.
+    private var shouldRefillBeforeReading: Bool {
+        machine.room >= max(machine.streamLimit / 10, 1) && !shared.queue.isEmpty
     }
 
     /// Moves nghttp2's output through TLS until done or the socket is full.
@@ -434,17 +453,33 @@ final class ClientConnection: @unchecked Sendable {
 extension ClientConnection: HTTP2SessionDelegate {
     func http2Header(streamID: Int32, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) {
         guard let stream = machine.stream(streamID) else { return }
-        if name.elementsEqual(":status".utf8) {
-            stream.status = Int(String(decoding: value, as: UTF8.self))
-        } else if name.elementsEqual("apns-id".utf8) {
+        if Self.equal(name, ":status") {
+            stream.status = Self.decimal(value)
+        } else if Self.equal(name, "apns-id") {
             stream.apnsID = String(decoding: value, as: UTF8.self)
-        } else if name.elementsEqual("apns-unique-id".utf8) {
+        } else if Self.equal(name, "apns-unique-id") {
             stream.apnsUniqueID = String(decoding: value, as: UTF8.self)
         } else if name.elementsEqual("apns-request-id".utf8) {
             stream.apnsRequestID = String(decoding: value, as: UTF8.self)
         } else if name.elementsEqual("apns-channel-id".utf8) {
             stream.apnsChannelID = String(decoding: value, as: UTF8.self)
         }
+    }
+
+    /// Whether a header name is `literal` (a length check and a memcmp, not a walk through `utf8`).
+    private static func equal(_ bytes: UnsafeBufferPointer<UInt8>, _ literal: StaticString) -> Bool {
+        bytes.count == literal.utf8CodeUnitCount && (bytes.isEmpty || memcmp(bytes.baseAddress!, literal.utf8Start, bytes.count) == 0)
+    }
+
+    /// A `:status` value: 1–9 ASCII digits, else nil (as `Int(String)` read it).
+    private static func decimal(_ bytes: UnsafeBufferPointer<UInt8>) -> Int? {
+        guard (1...9).contains(bytes.count) else { return nil }
+        var value = 0
+        for byte in bytes {
+            guard (48...57).contains(byte) else { return nil }
+            value = value * 10 + Int(byte - 48)
+        }
+        return value
     }
 
     func http2Data(streamID: Int32, _ bytes: UnsafeBufferPointer<UInt8>) {

@@ -44,36 +44,95 @@ extension HTTP2SessionDelegate {
     public func http2FrameNotSent(_ frame: HTTP2Frame) {}
 }
 
-/// Header fields for one HEADERS frame, packed in one buffer (no allocation per field).
+/// Header fields for one HEADERS frame, packed in one buffer (no allocation per field). A block can
+/// be emptied with ``removeAll()`` and filled again: one block serves request after request without
+/// allocating.
 public struct HTTP2HeaderBlock {
     private var text: [UInt8] = []
     private var ranges: [(name: Range<Int>, value: Range<Int>)] = []
+    /// nghttp2's view of the fields, rebuilt for each submit in storage kept across submits.
+    private var nameValues: [nghttp2_nv] = []
 
     public init(bytes: Int = 512, fields: Int = 12) {
         text.reserveCapacity(bytes)
         ranges.reserveCapacity(fields)
+        nameValues.reserveCapacity(fields)
     }
 
     /// Fields added so far.
     public var count: Int { ranges.count }
 
+    /// The fields as text, in order (for tests and logs; submitting never builds them).
+    public var fields: [(name: String, value: String)] {
+        ranges.map { range in
+            (String(decoding: text[range.name], as: UTF8.self), String(decoding: text[range.value], as: UTF8.self))
+        }
+    }
+
+    /// Forgets every field, keeping the storage.
+    public mutating func removeAll() {
+        text.removeAll(keepingCapacity: true)
+        ranges.removeAll(keepingCapacity: true)
+    }
+
     public mutating func add(_ name: String, _ value: String) {
         let nameStart = text.count
-        text.append(contentsOf: name.utf8)
+        append(name)
         let valueStart = text.count
-        text.append(contentsOf: value.utf8)
+        append(value)
         ranges.append((nameStart..<valueStart, valueStart..<text.count))
+    }
+
+    /// Adds a field whose value is `prefix` followed by `value` (a path and an id), without joining
+    /// them into a string first.
+    public mutating func add(_ name: String, _ prefix: String, _ value: String) {
+        let nameStart = text.count
+        append(name)
+        let valueStart = text.count
+        append(prefix)
+        append(value)
+        ranges.append((nameStart..<valueStart, valueStart..<text.count))
+    }
+
+    /// Adds a field whose value is `value` in decimal, without formatting a string.
+    public mutating func add(_ name: String, decimal value: Int) {
+        let nameStart = text.count
+        append(name)
+        let valueStart = text.count
+        if value < 0 { text.append(UInt8(ascii: "-")) }
+        var magnitude = value.magnitude
+        repeat {
+            text.append(UInt8(ascii: "0") + UInt8(magnitude % 10))
+            magnitude /= 10
+        } while magnitude > 0
+        text[(value < 0 ? valueStart + 1 : valueStart)...].reverse()
+        ranges.append((nameStart..<valueStart, valueStart..<text.count))
+    }
+
+    /// Appends a string's UTF-8 bytes in one copy (iterating `utf8` goes byte by byte).
+    private mutating func append(_ string: String) {
+        var string = string
+        string.withUTF8 { text.append(contentsOf: $0) }
     }
 
     /// Calls `body` with nghttp2's view of the fields (valid only inside `body`).
     fileprivate mutating func withNameValues<Result>(_ body: (UnsafeMutablePointer<nghttp2_nv>, Int) -> Result) -> Result {
+        // Taken out of `self` so that filling it neither copies it nor overlaps the access to `text`.
+        var nameValues = self.nameValues
+        self.nameValues = []
+        defer {
+            nameValues.removeAll(keepingCapacity: true)
+            self.nameValues = nameValues
+        }
         let ranges = self.ranges
         return text.withUnsafeMutableBufferPointer { bytes -> Result in
             let base = bytes.baseAddress!
-            var nameValues = ranges.map { range in
-                nghttp2_nv(
-                    name: base + range.name.lowerBound, value: base + range.value.lowerBound,
-                    namelen: range.name.count, valuelen: range.value.count, flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
+            for range in ranges {
+                nameValues.append(
+                    nghttp2_nv(
+                        name: base + range.name.lowerBound, value: base + range.value.lowerBound,
+                        namelen: range.name.count, valuelen: range.value.count, flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
+                    )
                 )
             }
             return nameValues.withUnsafeMutableBufferPointer { body($0.baseAddress!, $0.count) }

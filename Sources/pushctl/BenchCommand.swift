@@ -51,7 +51,7 @@ extension PushctlCommand {
             configuration.connections = connections
             configuration.maximumPendingRequests = max(concurrency * 2, 1000)
             let client = try APNsClient(configuration: configuration, logger: Logger(label: "pushctl", factory: { _ in SwiftLogNoOpLogHandler() }))
-            let deviceTokens = (0..<tokens).map { _ in (0..<32).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined() }
+            let deviceTokens = (0..<tokens).map { _ in Self.randomDeviceToken() }
             let payload = Array(#"{"aps":{"alert":{"title":"Benchmark","body":"Hello from pushctl bench"},"sound":"default"}}"#.utf8)
             let topic = self.topic
             let count = self.count
@@ -59,55 +59,117 @@ extension PushctlCommand {
             // Warm-up: open the connections and mint the token outside the measurement.
             _ = try? await client.send(APNsNotification(deviceToken: deviceTokens[0], topic: topic, payload: payload))
 
-            let next = TicketCounter()
+            // The completion-handler API push-send uses (SendBatchProcessor): no task and no
+            // continuation per notification. Each answer sends the next notification, so
+            // `concurrency` stay in flight, as h2load's `-m` keeps its streams busy.
+            let run = BenchRun(
+                client: client, deviceTokens: deviceTokens, topic: topic, payload: payload, count: count
+            )
             let started = ContinuousClock.now
-            let results = await withTaskGroup(of: WorkerResult.self) { group in
-                for _ in 0..<min(concurrency, count) {
-                    group.addTask {
-                        var result = WorkerResult()
-                        while true {
-                            let index = next.take()
-                            guard index < count else { break }
-                            let notification = APNsNotification(
-                                deviceToken: deviceTokens[index % deviceTokens.count], topic: topic, payload: payload
-                            )
-                            let sentAt = ContinuousClock.now
-                            do throws(APNsClientError) {
-                                let response = try await client.send(notification)
-                                result.latencies.append(Self.milliseconds(ContinuousClock.now - sentAt))
-                                if response.status == 200 {
-                                    result.accepted += 1
-                                } else {
-                                    result.errors["\(response.status) \(response.reason?.rawValue ?? "")", default: 0] += 1
-                                }
-                            } catch {
-                                result.errors["\(error.code)", default: 0] += 1
-                            }
-                        }
-                        return result
-                    }
-                }
-                var total = WorkerResult()
-                for await result in group {
-                    total.accepted += result.accepted
-                    total.latencies += result.latencies
-                    total.errors.merge(result.errors, uniquingKeysWith: +)
-                }
-                return total
-            }
+            let results = await run.start(concurrency: min(concurrency, count))
             let elapsed = Self.milliseconds(ContinuousClock.now - started) / 1000
             await client.shutdown()
             print(Self.report(results, count: count, seconds: elapsed, json: json, connections: connections, concurrency: concurrency))
             if results.accepted == 0 { throw ExitCode(1) }
         }
 
-        /// Hands out 0, 1, 2, … to the workers.
-        final class TicketCounter: Sendable {
-            private let value = Atomic<Int>(0)
-            func take() -> Int { value.add(1, ordering: .relaxed).oldValue }
+        /// Sends `count` notifications with at most `concurrency` in flight: each completion records
+        /// its result and sends the next one, on the client's connection thread.
+        final class BenchRun: Sendable {
+            private let client: APNsClient
+            private let deviceTokens: [String]
+            private let topic: String
+            private let payload: [UInt8]
+            private let count: Int
+            /// The next notification's index (0, 1, 2, …).
+            private let next = Atomic<Int>(0)
+            /// Sends owed by completions; whoever raises it from 0 sends them all (see ``sendOwed(_:)``).
+            private let owed = Atomic<Int>(0)
+            private let state = Mutex<State>(State())
+
+            private struct State {
+                var result = BenchResult()
+                var completed = 0
+                var continuation: CheckedContinuation<BenchResult, Never>?
+            }
+
+            init(client: APNsClient, deviceTokens: [String], topic: String, payload: [UInt8], count: Int) {
+                self.client = client
+                self.deviceTokens = deviceTokens
+                self.topic = topic
+                self.payload = payload
+                self.count = count
+                state.withLock { $0.result.latencies.reserveCapacity(min(count, 1 << 22)) }
+            }
+
+            /// Returns once every notification completed.
+            func start(concurrency: Int) async -> BenchResult {
+                await withCheckedContinuation { continuation in
+                    state.withLock { $0.continuation = continuation }
+                    sendOwed(concurrency)
+                }
+            }
+
+            /// Sends `number` more notifications. A completion that runs inside `send` (a request
+            /// refused before it was queued) only adds to `owed`, which the loop already running
+            /// sends, so failures never recurse.
+            private func sendOwed(_ number: Int) {
+                guard owed.add(number, ordering: .acquiringAndReleasing).oldValue == 0 else { return }
+                var remaining = number
+                while remaining > 0 {
+                    sendOne()
+                    remaining = owed.subtract(1, ordering: .acquiringAndReleasing).newValue
+                }
+            }
+
+            private func sendOne() {
+                let index = next.add(1, ordering: .relaxed).oldValue
+                guard index < count else { return }
+                let notification = APNsNotification(deviceToken: deviceTokens[index % deviceTokens.count], topic: topic, payload: payload)
+                let sentAt = ContinuousClock.now
+                client.send(notification) { [self] result in
+                    let latency = Bench.milliseconds(ContinuousClock.now - sentAt)
+                    let finished = state.withLock { state -> (BenchResult, CheckedContinuation<BenchResult, Never>)? in
+                        switch result {
+                        case .success(let response) where response.status == 200:
+                            state.result.latencies.append(latency)
+                            state.result.accepted += 1
+                        case .success(let response):
+                            state.result.latencies.append(latency)
+                            state.result.errors["\(response.status) \(response.reason?.rawValue ?? "")", default: 0] += 1
+                        case .failure(let error):
+                            state.result.errors["\(error.code)", default: 0] += 1
+                        }
+                        state.completed += 1
+                        guard state.completed == count, let continuation = state.continuation else { return nil }
+                        state.continuation = nil
+                        return (state.result, continuation)
+                    }
+                    if let (total, continuation) = finished {
+                        continuation.resume(returning: total)
+                    } else {
+                        sendOwed(1)
+                    }
+                }
+            }
         }
 
-        struct WorkerResult: Sendable {
+        /// 64 random lowercase hex digits (one random draw per 8 bytes, no formatting per byte).
+        static func randomDeviceToken() -> String {
+            let digits = Array("0123456789abcdef".utf8)
+            var text: [UInt8] = []
+            text.reserveCapacity(64)
+            for _ in 0..<4 {
+                var word = UInt64.random(in: .min ... .max)
+                for _ in 0..<16 {
+                    text.append(digits[Int(word & 0xF)])
+                    word >>= 4
+                }
+            }
+            return String(decoding: text, as: UTF8.self)
+        }
+
+        struct BenchResult: Sendable {
             var accepted = 0
             var latencies: [Double] = []
             var errors: [String: Int] = [:]
@@ -118,7 +180,7 @@ extension PushctlCommand {
             return Double(seconds) * 1000 + Double(attoseconds) / 1e15
         }
 
-        static func report(_ result: WorkerResult, count: Int, seconds: Double, json: Bool, connections: Int, concurrency: Int) -> String {
+        static func report(_ result: BenchResult, count: Int, seconds: Double, json: Bool, connections: Int, concurrency: Int) -> String {
             let sorted = result.latencies.sorted()
             func percentile(_ p: Double) -> Double {
                 guard !sorted.isEmpty else { return 0 }

@@ -35,6 +35,25 @@ struct HTTP2TransportTests {
         #expect(block.count == 22)
     }
 
+    @Test func headerBlockIsRefilledAndWritesJoinedAndDecimalValues() {
+        var block = HTTP2HeaderBlock(bytes: 4, fields: 1)
+        block.add(":path", "/3/device/", "abc")
+        block.add("content-length", decimal: 89)
+        block.add("zero", decimal: 0)
+        block.add("negative", decimal: -1205)
+        block.add("largest", decimal: Int.max)
+        block.add("smallest", decimal: Int.min)
+        #expect(block.fields.map(\.name) == [":path", "content-length", "zero", "negative", "largest", "smallest"])
+        #expect(
+            block.fields.map(\.value) == ["/3/device/abc", "89", "0", "-1205", "\(Int.max)", "\(Int.min)"]
+        )
+        block.removeAll()
+        #expect(block.count == 0)
+        block.add("apns-id", "x")
+        #expect(block.fields.map(\.name) == ["apns-id"])
+        #expect(block.fields.map(\.value) == ["x"])
+    }
+
     @Test func oneRequestAndItsAnswerOverASocketPair() throws {
         let identity = try GeneratedTLSIdentity()
         let caFile = FileManager.default.temporaryDirectory.appendingPathComponent("transport-test-\(getpid())-ca.pem").path
