@@ -33,15 +33,29 @@ public struct RenderProgressStore: Sendable {
     public func renderedKey(app: String, requestID: String) -> String { progressKey(app: app, requestID: requestID) + ":rendered" }
     public func roundPlanKey(app: String, requestID: String) -> String { progressKey(app: app, requestID: requestID) + ":round" }
 
-    /// Records the plan of the round about to be published (one `SET` with the progress TTL), replacing
-    /// the previous round's.
-    func saveRoundPlan(app: String, requestID: String, plan: RoundPlan) async throws(RedisError) {
-        var command: RedisCommand = ["SET", roundPlanKey(app: app, requestID: requestID)]
-        command.append(plan.encoded)
-        command.append("EX")
-        command.append(Swift.max(1, Self.milliseconds(progressTTL) / 1000))
-        _ = try await redis.execute(command).throwingServerError()
+    /// Records the plan of the round about to be published, replacing the previous round's, if
+    /// `owner` still holds the lease (like every write here: an instance that stalled past its lease
+    /// must neither overwrite the new owner's plan nor publish the round).
+    ///
+    /// - Returns: false when another instance holds the lease; nothing was written.
+    func saveRoundPlan(app: String, requestID: String, owner: String, plan: RoundPlan) async throws(RedisError) -> Bool {
+        let reply = try await redis.evalScript(
+            Self.saveRoundPlanScript,
+            keys: [Array(roundPlanKey(app: app, requestID: requestID).utf8), Array(leaseKey(app: app, requestID: requestID).utf8)],
+            args: [Array(owner.utf8), Array(String(Swift.max(1, Self.milliseconds(progressTTL) / 1000)).utf8), plan.encoded])
+        return reply.integer == 1
     }
+
+    /// `KEYS[1]` the round plan, `KEYS[2]` the lease; `ARGV[1]` owner, `ARGV[2]` TTL s, `ARGV[3]` the
+    /// plan's bytes. Returns 1, or 0 when another owner holds the lease.
+    static let saveRoundPlanScript = RedisScript(
+        """
+        local holder = redis.call('GET', KEYS[2])
+        if holder and holder ~= ARGV[1] then return 0 end
+        redis.call('SET', KEYS[1], ARGV[3], 'EX', ARGV[2])
+        return 1
+        """
+    )
 
     /// The plan of the last round published (or being published), if any and readable.
     func roundPlan(app: String, requestID: String) async throws(RedisError) -> RoundPlan? {

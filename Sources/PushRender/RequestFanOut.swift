@@ -67,6 +67,9 @@ final class RequestFanOut {
     private var deduplicator = TokenDeduplicator()
     /// Where the round a crash interrupted placed its tokens (empty when nothing was interrupted).
     private var carried = RoundPlan(startSequence: 0)
+    /// Tokens of ``carried`` no round of this run has placed yet: each new round's plan carries them
+    /// on, so an interruption of the resumed run still finds their first places.
+    private var unplaced: Set<UInt64> = []
     private let logger: Logger
     /// The most tokens one round held (scanned, not yet published): the fan-out's memory bound.
     private(set) var largestRoundTokens = 0
@@ -127,6 +130,7 @@ final class RequestFanOut {
             {
                 // A round was being published when the last owner stopped: its tokens keep their places.
                 carried = plan
+                unplaced = Set(plan.fingerprints)
                 logger.notice(
                     "resuming a round that may have been sent in part; its tokens keep their delivery marks",
                     metadata: ["push.batches": "\(progress.sequence)", "push.round_tokens": "\(plan.count)"])
@@ -208,7 +212,9 @@ final class RequestFanOut {
     ) async -> Result<Bool, FanOutError> {
         if !round.messages.isEmpty {
             do {
-                try await dependencies.store.saveRoundPlan(app: request.app.bundleID, requestID: request.id, plan: round.plan)
+                // Only the lease holder publishes: an instance that stalled past its lease stops here.
+                guard try await dependencies.store.saveRoundPlan(app: request.app.bundleID, requestID: request.id, owner: owner, plan: round.plan)
+                else { return .success(false) }
             } catch {
                 return .failure(.redis(error))
             }
@@ -390,6 +396,7 @@ final class RequestFanOut {
                     round.skipped[reason.rawValue, default: 0] += 1
                 case .variant(let variant):
                     let place = carried.isEmpty ? nil : carried.place(of: fingerprint)
+                    if place != nil { unplaced.remove(fingerprint) }
                     let key = GroupKey(environment: environment, variant: variant.id, markSet: place?.markSet)
                     open[key, default: OpenBatch()].tokens.append(token)
                     open[key]!.fingerprints.append(fingerprint)
@@ -401,6 +408,7 @@ final class RequestFanOut {
             }
         }
         if let failure { throw .redis(failure) }
+        if !unplaced.isEmpty { round.plan.carryOver(unplaced, from: carried) }
         for key in open.keys.sorted() {
             close(key, open[key]!)
         }

@@ -52,6 +52,18 @@ struct RoundPlan: Sendable, Equatable {
         for (fingerprint, slot) in zip(fingerprints, slots) { places[fingerprint] = Place(markSet: index, slot: slot) }
     }
 
+    /// Fingerprints of every token the plan places.
+    var fingerprints: Dictionary<UInt64, Place>.Keys { places.keys }
+
+    /// Adds `other`'s places of `fingerprints` (tokens a resumed fan-out has not reached yet), so a
+    /// second interruption still finds where the first try put them.
+    mutating func carryOver(_ fingerprints: some Sequence<UInt64>, from other: RoundPlan) {
+        for fingerprint in fingerprints {
+            guard let place = other.place(of: fingerprint) else { continue }
+            add(markSet: place.markSet, fingerprints: [fingerprint], slots: [place.slot])
+        }
+    }
+
     // MARK: Redis form
 
     /// Format version, the first byte.

@@ -48,6 +48,18 @@ struct FanOutPartsTests {
         #expect(RoundPlan(encoded: huge) == nil, "a count the bytes cannot hold")
     }
 
+    @Test func aPlanCarriesOnTheFirstPlacesOfTokensNotYetReached() {
+        var first = RoundPlan(startSequence: 10)
+        first.add(markSet: "r/11#aa", fingerprints: [1, 2, 3], slots: [0, 1, 2])
+        var next = RoundPlan(startSequence: 12)
+        next.add(markSet: "r/13#bb", fingerprints: [7], slots: [0])
+        next.carryOver([3, 99], from: first)
+        #expect(next.place(of: 3)! == ("r/11#aa", 2), "a token of the first try not yet reached keeps its place")
+        #expect(next.place(of: 99) == nil)
+        #expect(next.place(of: 7)! == ("r/13#bb", 0))
+        #expect(RoundPlan(encoded: next.encoded) == next)
+    }
+
     @Test func fingerprintsSpreadSimilarTokens() {
         var seen = Set<UInt64>()
         for index in 0..<200_000 {

@@ -354,6 +354,24 @@ struct PushRequestConsumerTests {
         }
     }
 
+    /// An instance that stalled past its lease neither overwrites the new owner's round plan nor
+    /// publishes its round.
+    @Test func onlyTheLeaseHolderSavesARoundPlan() async throws {
+        try await withRenderFixture("plan-lease") { fixture in
+            let store = RenderProgressStore(
+                redis: fixture.redis, keyPrefix: fixture.keyPrefix, progressTTL: .seconds(600), leaseDuration: .seconds(60))
+            guard case .claimed = try await store.claim(app: fixture.app, requestID: "r", owner: "new-owner") else {
+                throw TestFailure("could not claim")
+            }
+            var plan = RoundPlan(startSequence: 3)
+            plan.add(markSet: "r/4#00", fingerprints: [5], slots: [0])
+            #expect(!(try await store.saveRoundPlan(app: fixture.app, requestID: "r", owner: "stalled-owner", plan: plan)))
+            #expect(try await store.roundPlan(app: fixture.app, requestID: "r") == nil, "nothing written")
+            #expect(try await store.saveRoundPlan(app: fixture.app, requestID: "r", owner: "new-owner", plan: plan))
+            #expect(try await store.roundPlan(app: fixture.app, requestID: "r") == plan)
+        }
+    }
+
     @Test func aLeaseOfAnEarlierDeliveryToThisProcessIsOurs() async throws {
         try await withRenderFixture("lease") { fixture in
             let store = RenderProgressStore(
