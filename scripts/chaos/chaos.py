@@ -593,7 +593,13 @@ def publish_confirmed(amqp_url, exchange, routing_key, bodies, props, window=200
     """
     state = {"next": 0, "confirmed": 0, "nacked": 0, "error": None, "tag": 0, "pending": {}}
     total = len(bodies)
+    if total == 0:
+        return 0
     connection = None
+
+    def close():
+        if connection.is_open:
+            connection.close()
 
     def publish_more(channel):
         while state["next"] < total and len(state["pending"]) < window:
@@ -602,7 +608,8 @@ def publish_confirmed(amqp_url, exchange, routing_key, bodies, props, window=200
             send(channel, index)
 
     def send(channel, index):
-        channel.basic_publish(exchange, routing_key, bodies[index], props)
+        # Mandatory: an unroutable message comes back (on_return) instead of being confirmed as if stored.
+        channel.basic_publish(exchange, routing_key, bodies[index], props, mandatory=True)
         state["tag"] += 1
         state["pending"][state["tag"]] = index
 
@@ -619,18 +626,29 @@ def publish_confirmed(amqp_url, exchange, routing_key, bodies, props, window=200
             else:
                 state["confirmed"] += 1
         if state["confirmed"] == total:
-            connection.close()
-        else:
+            close()
+        elif state["error"] is None:
             publish_more(state["channel"])
+
+    def on_return(_channel, method, _properties, _body):
+        state["error"] = f"the broker returned a publish as unroutable ({method.reply_text}): is the topology declared?"
+        close()
+
+    def on_channel_closed(_channel, reason):
+        if state["confirmed"] < total and state["error"] is None:
+            state["error"] = f"the broker closed the channel after {state['confirmed']} of {total} confirms: {reason}"
+        close()
 
     def on_channel(channel):
         state["channel"] = channel
+        channel.add_on_close_callback(on_channel_closed)
+        channel.add_on_return_callback(on_return)
         channel.confirm_delivery(on_confirm)
         publish_more(channel)
 
     def on_timeout():
         state["error"] = f"only {state['confirmed']} of {total} publishes confirmed within {timeout}s"
-        connection.close()
+        close()
 
     def on_open_error(_connection, error):
         state["error"] = f"could not connect: {error}"
