@@ -172,6 +172,36 @@ extension TokenRegistry {
         end
         """
 
+    /// Shared Lua (for the device upsert): when a device changes hands (its `user` changes), its
+    /// Live Activity tokens that took the device's user move to the new user's sets (or leave the
+    /// old user's, when there is none now), so a push to the old user never reaches the device.
+    /// Tokens registered with a user of their own keep it.
+    static let moveDeviceActivityUserLua = """
+        local function move_device_activity_user(base, device_hex, old_user, new_user)
+          local held = redis.call('HGETALL', base .. 'device-activities:' .. device_hex)
+          for i = 1, #held, 2 do
+            if string.sub(held[i], 1, 4) ~= 'del:' then
+              local token = held[i + 1]
+              local record = base .. 'activity-token:' .. token
+              local fields = redis.call('HMGET', record, 'kind', 'user', 'expires_at')
+              if fields[1] and fields[2] == old_user then
+                local prefix = fields[1] == 'push_to_start' and 'pts-user:' or 'activity-user:'
+                if fields[2] then redis.call('SREM', base .. prefix .. fields[2], token) end
+                if new_user ~= '' then
+                  redis.call('HSET', record, 'user', new_user)
+                  local set = base .. prefix .. new_user
+                  redis.call('SADD', set, token)
+                  local expires = tonumber(fields[3])
+                  if expires and redis.call('PEXPIRETIME', set) < expires then redis.call('PEXPIREAT', set, expires) end
+                else
+                  redis.call('HDEL', record, 'user')
+                end
+              end
+            end
+          end
+        end
+        """
+
     /// Upsert of an activity token. `KEYS[1]` its record, `KEYS[2]` the device's slots, `KEYS[3]` the
     /// device's record; `ARGV`: base, token, now (ms), slot field, kind, attributes type, activity id,
     /// user, locale, environment (each `""` when not given), the app's environment, expires at (ms or

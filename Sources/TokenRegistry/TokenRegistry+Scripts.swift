@@ -42,7 +42,7 @@ extension TokenRegistry {
     /// `registered_at` from the first registration; `updated_at` = the event), joins the app, user and
     /// topic sets, clears a tombstone, and returns `{created (1/0), registered_at}`.
     static let upsertScript = RedisScript(
-        leaveIndexSetsLua + """
+        leaveIndexSetsLua + "\n" + moveDeviceActivityUserLua + """
 
             local record, all = KEYS[1], KEYS[2]
             local base, token, now, user, topics_json = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
@@ -61,6 +61,8 @@ extension TokenRegistry {
             local keep = {}
             for _, topic in ipairs(topics) do keep[topic] = true end
             if existed then
+              local previous_user = redis.call('HGET', record, 'user')
+              if (previous_user or '') ~= user then move_device_activity_user(base, token, previous_user, user) end
               leave_index_sets(record, base, token, user, keep)
               redis.call('DEL', record)
             end

@@ -187,6 +187,32 @@ struct ActivityTokenRegistryTests {
         }
     }
 
+    /// A device that changes hands (Alice logs out, Bob logs in) takes its push-to-start token out of
+    /// Alice's set, so a start for Alice never reaches Bob's phone.
+    @Test func aDeviceChangingUserMovesTheActivityTokensThatTookItsUser() async throws {
+        try await withDevice("handover") { registry, app, device, redis in
+            let keys = registry.keys(app: app)
+            let token = RegistryTesting.token(60)
+            let own = RegistryTesting.token(61)
+            _ = try await registry.upsertActivityToken(
+                app: app, device: device, registration: ActivityTokenRegistration(slot: Self.match, pushToken: token), defaultEnvironment: .production,
+                now: 2_000)
+            _ = try await registry.upsertActivityToken(
+                app: app, device: device, registration: ActivityTokenRegistration(slot: .pushToStart(attributesType: "Other"), pushToken: own, user: "carol"),
+                defaultEnvironment: .production, now: 2_000)
+            _ = try await registry.upsert(
+                app: app, token: device, registration: DeviceRegistration(user: "bob"), defaultEnvironment: .production, now: 3_000)
+            #expect(try await RegistryTesting.members(redis, keys.pushToStartTokens(user: "alice")) == [])
+            #expect(try await RegistryTesting.members(redis, keys.pushToStartTokens(user: "bob")) == [token.hex])
+            #expect(try await registry.activityToken(app: app, device: device, slot: Self.match)?.user == "bob")
+            #expect(try await RegistryTesting.members(redis, keys.pushToStartTokens(user: "carol")) == [own.hex], "its own user stays")
+            // Logged out: the device has no user now, and neither has the token.
+            _ = try await registry.upsert(app: app, token: device, registration: DeviceRegistration(), defaultEnvironment: .production, now: 4_000)
+            #expect(try await RegistryTesting.members(redis, keys.pushToStartTokens(user: "bob")) == [])
+            #expect(try await registry.activityToken(app: app, device: device, slot: Self.match)?.user == nil)
+        }
+    }
+
     /// A device reported invalid at T keeps the activity tokens registered after T (newer news).
     @Test func anInvalidDeviceKeepsActivityTokensRegisteredAfterTheReport() async throws {
         try await withDevice("cascade-since") { registry, app, device, _ in
