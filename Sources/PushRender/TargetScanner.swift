@@ -52,7 +52,7 @@ struct TargetScanner: Sendable {
     func isFinished(_ position: TargetPosition) -> Bool {
         switch target {
         case .tokens(let tokens): position.part >= tokens.count
-        case .users(let users), .activity(.users(let users)), .pushToStart(.users(let users)): position.part >= users.count
+        case .users(let users), .activity(.users(let users, _)), .pushToStart(.users(let users)): position.part >= users.count
         case .topic, .all, .activity(.id), .pushToStart(.all), .channel: position.part >= 1
         }
     }
@@ -61,7 +61,8 @@ struct TargetScanner: Sendable {
     var records: DeviceLookup.Records {
         switch target {
         case .tokens, .users, .topic, .all: .devices
-        case .activity: .activityTokens(kind: ActivityTokenSlot.activity(id: "").kind, attributesType: nil)
+        case .activity(.id): .activityTokens(kind: ActivityTokenSlot.activity(id: "").kind, attributesType: nil)
+        case .activity(.users(_, let type)): .activityTokens(kind: ActivityTokenSlot.activity(id: "").kind, attributesType: type)
         case .pushToStart: .activityTokens(kind: ActivityTokenSlot.pushToStart(attributesType: "").kind, attributesType: attributesType)
         case .channel: .devices
         }
@@ -79,7 +80,7 @@ struct TargetScanner: Sendable {
         case .topic(let topic): key = keys.topic(topic)
         case .all: key = keys.tokens
         case .activity(.id(let id)): key = keys.activityTokens(activityID: id)
-        case .activity(.users(let users)): key = keys.activityTokens(user: users[position.part])
+        case .activity(.users(let users, _)): key = keys.activityTokens(user: users[position.part])
         case .pushToStart(.all): key = keys.pushToStartTokens(attributesType: attributesType ?? "")
         case .pushToStart(.users(let users)): key = keys.pushToStartTokens(user: users[position.part])
         case .channel: return ([], TargetPosition(part: 1), 0)

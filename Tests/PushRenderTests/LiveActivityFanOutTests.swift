@@ -34,7 +34,8 @@ struct LiveActivityFanOutTests {
             for (index, device) in devices.prefix(2).enumerated() {
                 _ = try await registry.upsertActivityToken(
                     app: fixture.app, device: device,
-                    registration: ActivityTokenRegistration(slot: .activity(id: "match-1234"), pushToken: updates[index], expiresAt: now + 3_600_000),
+                    registration: ActivityTokenRegistration(
+                        slot: .activity(id: "match-1234"), pushToken: updates[index], attributesType: "MatchAttributes", expiresAt: now + 3_600_000),
                     defaultEnvironment: .sandbox, now: now)
             }
             let start =
@@ -48,7 +49,13 @@ struct LiveActivityFanOutTests {
                 try await fixture.publish(#"{"id": "upd-1", "app": "\#(fixture.app)", "to": {"activity": "match-1234"}, "payload": \#(update)}"#)
                 try await fixture.publish(
                     #"{"id": "upd-users", "app": "\#(fixture.app)", "to": {"activity": {"users": ["alice", "bob"]}}, "payload": \#(update)}"#)
-                for id in ["pts-1", "pts-all", "upd-1", "upd-users"] { try await fixture.waitUntilDone(id) }
+                try await fixture.publish(
+                    #"{"id": "upd-typed", "app": "\#(fixture.app)", "to": {"activity": {"users": ["alice"], "attributes_type": "OtherAttributes"}}, "payload": \#(update)}"#
+                )
+                try await fixture.publish(
+                    #"{"id": "upd-match", "app": "\#(fixture.app)", "to": {"activity": {"users": ["alice"], "attributes_type": "MatchAttributes"}}, "payload": \#(update)}"#
+                )
+                for id in ["pts-1", "pts-all", "upd-1", "upd-users", "upd-typed", "upd-match"] { try await fixture.waitUntilDone(id) }
             }
             let batches = try await fixture.drainBatches()
             func tokens(_ request: String) -> Set<String> { Set(batches.filter { $0.requestID == request }.flatMap(\.tokens)) }
@@ -57,6 +64,8 @@ struct LiveActivityFanOutTests {
             #expect(tokens("pts-all") == Set(starts.prefix(3).map(\.hex)), "every MatchAttributes push-to-start token")
             #expect(tokens("upd-1") == Set(updates.map(\.hex)))
             #expect(tokens("upd-users") == Set(updates.map(\.hex)), "bob has no activity running")
+            #expect(tokens("upd-typed").isEmpty, "alice's activities are of MatchAttributes")
+            #expect(tokens("upd-match") == Set(updates.map(\.hex)))
             #expect(batches.allSatisfy { $0.pushType == "liveactivity" })
             let production = batches.filter { $0.requestID == "upd-1" && $0.environment == .production }.flatMap(\.tokens)
             #expect(production == [updates[0].hex], "each token goes to its device's environment")

@@ -195,10 +195,12 @@ struct ActivityTokenRegistryTests {
             let token = RegistryTesting.token(60)
             let own = RegistryTesting.token(61)
             _ = try await registry.upsertActivityToken(
-                app: app, device: device, registration: ActivityTokenRegistration(slot: Self.match, pushToken: token), defaultEnvironment: .production,
+                app: app, device: device, registration: ActivityTokenRegistration(slot: Self.match, pushToken: token),
+                defaultEnvironment: .production,
                 now: 2_000)
             _ = try await registry.upsertActivityToken(
-                app: app, device: device, registration: ActivityTokenRegistration(slot: .pushToStart(attributesType: "Other"), pushToken: own, user: "carol"),
+                app: app, device: device,
+                registration: ActivityTokenRegistration(slot: .pushToStart(attributesType: "Other"), pushToken: own, user: "carol"),
                 defaultEnvironment: .production, now: 2_000)
             _ = try await registry.upsert(
                 app: app, token: device, registration: DeviceRegistration(user: "bob"), defaultEnvironment: .production, now: 3_000)

@@ -88,8 +88,9 @@ public enum PushTarget: Sendable, Equatable {
 public enum ActivityAudience: Sendable, Equatable {
     /// Every update token registered for this activity id (on any device).
     case id(String)
-    /// Every update token of these users' activities.
-    case users([String])
+    /// Every update token of these users' activities, of one attributes type when given (an
+    /// update's `content-state` fits only its own activity type, and a user may run several).
+    case users([String], attributesType: String?)
 }
 
 /// Whose push-to-start tokens a `push_to_start` target reaches; the attributes type is the payload's.
@@ -453,8 +454,22 @@ extension PushRequest {
             return .all
         case "activity":
             if case .string = member.value { return .activity(.id(try activityField(member.value, field: field))) }
-            let (key, value, inner) = try audience(member.value, field: field, expected: ["id", "users"])
-            return key == "id" ? .activity(.id(try activityField(value, field: inner))) : .activity(.users(try users(value, field: inner)))
+            // {"users": […], "attributes_type": "…"}: the type narrows a user's activities.
+            var attributesType: String?
+            var audienceValue = member.value
+            if case .object(var members) = member.value, members.count == 2, let index = members.firstIndex(where: { $0.key == "attributes_type" }) {
+                attributesType = try activityField(members[index].value, field: "\(field).attributes_type")
+                members.remove(at: index)
+                audienceValue = .object(members)
+            }
+            let (key, value, inner) = try audience(audienceValue, field: field, expected: ["id", "users"])
+            if key == "id" {
+                guard attributesType == nil else {
+                    throw PushRequestError(.invalidField, field: "\(field).attributes_type", "goes with users, not with an activity id")
+                }
+                return .activity(.id(try activityField(value, field: inner)))
+            }
+            return .activity(.users(try users(value, field: inner), attributesType: attributesType))
         case "push_to_start":
             let (key, value, inner) = try audience(member.value, field: field, expected: ["users", "all"])
             if key == "users" { return .pushToStart(.users(try users(value, field: inner))) }

@@ -19,7 +19,11 @@ struct LiveActivityTargetTests {
         #expect(try decodeRequest(requestBody(payload: Self.end, to: #"{"activity": {"id": "match-1234"}}"#)).target == .activity(.id("match-1234")))
         #expect(
             try decodeRequest(requestBody(payload: Self.update, to: #"{"activity": {"users": ["alice", "bob", "alice"]}}"#)).target
-                == .activity(.users(["alice", "bob"])))
+                == .activity(.users(["alice", "bob"], attributesType: nil)))
+        #expect(
+            try decodeRequest(requestBody(payload: Self.update, to: #"{"activity": {"users": ["alice"], "attributes_type": "MatchAttributes"}}"#))
+                .target
+                == .activity(.users(["alice"], attributesType: "MatchAttributes")))
         let start = try decodeRequest(requestBody(payload: Self.start, to: #"{"push_to_start": {"users": ["alice"]}}"#))
         #expect(start.target == .pushToStart(.users(["alice"])))
         #expect(start.attributesType == "MatchAttributes")
@@ -48,6 +52,8 @@ struct LiveActivityTargetTests {
         (update, #"{"activity": {"id": "a", "users": ["b"]}}"#, "to.activity"),
         (update, #"{"activity": {"users": []}}"#, "to.activity.users"),
         (update, #"{"activity": {"users": [""]}}"#, "to.activity.users[0]"),
+        (update, #"{"activity": {"id": "m", "attributes_type": "T"}}"#, "to.activity.attributes_type"),
+        (update, #"{"activity": {"users": ["a"], "attributes_type": ""}}"#, "to.activity.attributes_type"),
         (start, #"{"push_to_start": {"all": false}}"#, "to.push_to_start.all"),
         (start, #"{"push_to_start": "MatchAttributes"}"#, "to.push_to_start"),
         (update, #"{"channel": 7}"#, "to.channel"),
