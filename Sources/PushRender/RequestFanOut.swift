@@ -80,7 +80,7 @@ final class RequestFanOut {
         let keys = RegistryKeys(prefix: dependencies.configuration.keyPrefix, app: request.app.bundleID)
         let scanner = TargetScanner(
             redis: dependencies.redis, keys: keys, target: request.target, pageSize: TokenRegistry.scanBatchSize,
-            attributesType: request.attributesType)
+            attributesType: request.attributesType, isLiveActivity: request.pushType == .liveactivity)
         self.scanner = scanner
         self.lookup = DeviceLookup(redis: dependencies.redis, keys: keys, records: scanner.records)
         self.variants = VariantTable(renderer: renderer)

@@ -41,6 +41,9 @@ struct TargetScanner: Sendable {
     let pageSize: Int
     /// The payload's `attributes-type`: which push-to-start tokens a `push_to_start` target reaches.
     var attributesType: String?
+    /// Whether the request is a Live Activity push: tokens listed in `to.tokens` are then read from
+    /// their Live Activity token records (their own environment and locale), not device records.
+    var isLiveActivity = false
 
     /// Whether tokens come from the registry (a token without a record is then skipped) or from
     /// `to.tokens` (a token without a record is sent with the app's defaults).
@@ -60,6 +63,7 @@ struct TargetScanner: Sendable {
     /// Which records the scanned tokens have: device records, or Live Activity token records.
     var records: DeviceLookup.Records {
         switch target {
+        case .tokens where isLiveActivity: .activityTokens(kind: nil, attributesType: nil)
         case .tokens, .users, .topic, .all: .devices
         case .activity(.id): .activityTokens(kind: ActivityTokenSlot.activity(id: "").kind, attributesType: nil)
         case .activity(.users(_, let type)): .activityTokens(kind: ActivityTokenSlot.activity(id: "").kind, attributesType: type)
@@ -128,8 +132,8 @@ struct DeviceLookup: Sendable {
 
     enum Records: Sendable, Equatable {
         case devices
-        /// Activity token records of this `kind`, and of this attributes type when one is given.
-        case activityTokens(kind: String, attributesType: String?)
+        /// Activity token records of this `kind` (any when nil), and of this attributes type when one is given.
+        case activityTokens(kind: String?, attributesType: String?)
     }
 
     func devices(_ tokens: [DeviceToken]) async throws(RedisError) -> [LookedUpDevice] {
@@ -157,7 +161,9 @@ struct DeviceLookup: Sendable {
             }
             guard let environment = AppConfiguration.Environment(rawValue: environmentName) else { return .unreadable }
             if case .activityTokens(let kind, let attributesType) = records {
-                guard fields[2].string == kind, attributesType == nil || fields[3].string == attributesType else { return .notTargeted }
+                guard kind == nil || fields[2].string == kind, attributesType == nil || fields[3].string == attributesType else {
+                    return .notTargeted
+                }
                 return .registered(environment: environment, locale: fields[1].string, settings: NotificationSettings())
             }
             return .registered(

@@ -55,7 +55,10 @@ struct LiveActivityFanOutTests {
                 try await fixture.publish(
                     #"{"id": "upd-match", "app": "\#(fixture.app)", "to": {"activity": {"users": ["alice"], "attributes_type": "MatchAttributes"}}, "payload": \#(update)}"#
                 )
-                for id in ["pts-1", "pts-all", "upd-1", "upd-users", "upd-typed", "upd-match"] { try await fixture.waitUntilDone(id) }
+                // Listed tokens of a Live Activity push are read from their activity records.
+                try await fixture.publish(
+                    #"{"id": "upd-listed", "app": "\#(fixture.app)", "to": {"tokens": ["\#(updates[0].hex)"]}, "payload": \#(update)}"#)
+                for id in ["pts-1", "pts-all", "upd-1", "upd-users", "upd-typed", "upd-match", "upd-listed"] { try await fixture.waitUntilDone(id) }
             }
             let batches = try await fixture.drainBatches()
             func tokens(_ request: String) -> Set<String> { Set(batches.filter { $0.requestID == request }.flatMap(\.tokens)) }
@@ -66,6 +69,8 @@ struct LiveActivityFanOutTests {
             #expect(tokens("upd-users") == Set(updates.map(\.hex)), "bob has no activity running")
             #expect(tokens("upd-typed").isEmpty, "alice's activities are of MatchAttributes")
             #expect(tokens("upd-match") == Set(updates.map(\.hex)))
+            let listed = batches.filter { $0.requestID == "upd-listed" }
+            #expect(listed.map(\.environment) == [.production], "the activity token's own environment, not the app's (sandbox)")
             #expect(batches.allSatisfy { $0.pushType == "liveactivity" })
             let production = batches.filter { $0.requestID == "upd-1" && $0.environment == .production }.flatMap(\.tokens)
             #expect(production == [updates[0].hex], "each token goes to its device's environment")
