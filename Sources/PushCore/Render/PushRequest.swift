@@ -268,6 +268,19 @@ extension PushRequest {
     /// "Starting and updating Live Activities with ActivityKit push notifications"), and a channel
     /// carries updates and ends of the activities that subscribed to it.
     static func checkTarget(_ target: PushTarget, payload: NotificationPayload, pushType: PushType) throws(PushRequestError) {
+        switch target {
+        case .users, .topic, .all:
+            guard pushType != .liveactivity else {
+                // Device tokens take no Live Activity pushes: APNs answers DeviceTokenNotForTopic, which
+                // push-feedback takes for a dead token, so one such request would unregister every device.
+                throw PushRequestError(
+                    .invalidCombination, field: "to.\(target.name)",
+                    "reaches device tokens, which take no Live Activity pushes; use to.activity, to.push_to_start or to.channel (or list activity tokens in to.tokens)"
+                )
+            }
+        case .tokens, .activity, .pushToStart, .channel:
+            break
+        }
         guard target.isLiveActivityTarget else { return }
         let field = "to.\(target.name)"
         guard pushType == .liveactivity else {

@@ -42,6 +42,10 @@ struct LiveActivityTargetTests {
         (#"{"aps": {"alert": "hi"}}"#, #"{"activity": "match-1234"}"#, "to.activity"),
         (#"{"aps": {"alert": "hi"}}"#, #"{"push_to_start": {"all": true}}"#, "to.push_to_start"),
         (#"{"aps": {"alert": "hi"}}"#, #"{"channel": "dGVzdA=="}"#, "to.channel"),
+        // Device targets take no Live Activity pushes (APNs: DeviceTokenNotForTopic, which would unregister them).
+        (update, #"{"users": ["alice"]}"#, "to.users"),
+        (update, #"{"topic": "news"}"#, "to.topic"),
+        (start, #"{"all": true}"#, "to.all"),
         // Channel ids are APNs' base64; activity ids follow the registration rules.
         (update, #"{"channel": "news!"}"#, "to.channel"),
         (update, #"{"channel": "abc"}"#, "to.channel"),

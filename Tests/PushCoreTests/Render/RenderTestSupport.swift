@@ -1,3 +1,4 @@
+import Foundation
 import PushCore
 import TestSupport
 import Testing
@@ -33,9 +34,18 @@ func refusal(_ body: String) -> PushRequestError? {
     }
 }
 
-/// A request around `payload` (JSON text) with the given extra top-level fields.
-func requestBody(payload: String, extra: String = "", to: String = #"{"users": ["alice"]}"#) -> String {
-    #"{"id": "r-1", "app": "com.example.game", "to": \#(to), "payload": \#(payload)\#(extra.isEmpty ? "" : ", " + extra)}"#
+/// A request around `payload` (JSON text) with the given extra top-level fields. Without a target:
+/// a user's devices, or for a Live Activity payload (one with an `event`) the Live Activity target
+/// its event takes.
+func requestBody(payload: String, extra: String = "", to: String? = nil) -> String {
+    let target = to ?? defaultTarget(forPayload: payload)
+    return #"{"id": "r-1", "app": "com.example.game", "to": \#(target), "payload": \#(payload)\#(extra.isEmpty ? "" : ", " + extra)}"#
+}
+
+private func defaultTarget(forPayload payload: String) -> String {
+    let compact = payload.replacingOccurrences(of: " ", with: "")
+    guard compact.contains(#""event":"#) else { return #"{"users": ["alice"]}"# }
+    return compact.contains(#""event":"start""#) ? #"{"push_to_start": {"all": true}}"# : #"{"activity": "a"}"#
 }
 
 /// Renders `payload` for a device with every setting on and returns the payload text.
