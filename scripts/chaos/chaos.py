@@ -163,6 +163,37 @@ def port_free(port):
 
 # --- the stack ---------------------------------------------------------------------------------
 
+def run_stack(stack, body, timeout=None, say=None):
+    """Runs `body()` against `stack`; whatever happens (an exception, SIGINT/SIGTERM/SIGHUP, or
+    `timeout` seconds passing), stops the services and then the servers. Returns (rc, statuses):
+    rc 0, 130 (interrupted or timed out) or 3 (setup failed); statuses {name: exit status} of the
+    processes stopped at the end. The harnesses (chaos, hostile, live-activities) share it."""
+    say = say or log
+    for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGALRM):
+        signal.signal(number, on_signal)
+    if timeout:
+        signal.alarm(int(timeout))
+    rc = 0
+    statuses = {}
+    try:
+        body()
+    except Interrupted as e:
+        say(f"interrupted ({e}); stopping everything")
+        rc = 130
+    except SetupError as e:
+        say(f"setup failed: {e}")
+        rc = 3
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        try:
+            statuses = stack.stop_all()
+        finally:
+            stack.stop_servers()
+    return rc, statuses
+
+
 class Stack:
     def __init__(self, args):
         self.args = args
@@ -1039,14 +1070,11 @@ def main():
         print(f"chaos: missing in {args.bin_dir}: {', '.join(missing)} (swift build first)", file=sys.stderr)
         return 3
 
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGHUP, on_signal)
     stack = Stack(args)
     results = []
-    rc = 0
     t0 = time.time()
-    try:
+
+    def run_all():
         stack.start_servers()
         for latency in latencies:
             for name in names:
@@ -1060,17 +1088,8 @@ def main():
                 results.append(res)
                 log(f"scenario {name} at {latency} ms: {res['status']}"
                     + (" — " + "; ".join(res["why"]) if res["why"] else ""))
-    except Interrupted as e:
-        log(f"interrupted ({e}); stopping everything")
-        rc = 130
-    except SetupError as e:
-        log(f"setup failed: {e}")
-        rc = 3
-    finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        stack.stop_all()
-        stack.stop_servers()
+
+    rc, _ = run_stack(stack, run_all)
     if results:
         print_table(results)
     passed = sum(1 for r in results if r["status"] == "PASS")

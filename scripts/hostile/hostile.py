@@ -55,7 +55,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "chaos"))
 import chaos  # noqa: E402  (the stack: servers, sandbox, services)
-from chaos import SERVICES, SetupError, Interrupted, hreq  # noqa: E402
+from chaos import SERVICES, SetupError, hreq  # noqa: E402
 
 import pika  # noqa: E402  (chaos exits with a message when it is missing)
 import pika.data  # noqa: E402
@@ -1450,37 +1450,14 @@ def main():
         print(f"hostile: missing in {args.bin_dir}: {', '.join(missing)} (swift build first)", file=sys.stderr)
         return 3
 
-    def on_signal(signum, _frame):
-        raise Interrupted(f"signal {signum}")
-
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGHUP, on_signal)
-    signal.signal(signal.SIGALRM, on_signal)
-    signal.alarm(int(args.timeout))
     stack = HostileStack(args)
     run = Run(stack, cases, args)
-    rc = 0
-    try:
-        rc = execute(stack, run)
-    except Interrupted as e:
-        log(f"interrupted ({e}); stopping everything")
-        rc = 130
-    except SetupError as e:
-        log(f"setup failed: {e}")
-        rc = 3
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        statuses = {}
-        try:
-            statuses = stack.stop_all()
-        finally:
-            stack.stop_servers()
-        for name, code in statuses.items():
-            if rc == 0 and code not in (0, None):
-                run.checks.append((f"{name} SIGTERM", "exit 0", f"exit {code}", False))
+    outcome = {"rc": 0}
+    stopped, statuses = chaos.run_stack(stack, lambda: outcome.update(rc=execute(stack, run)), timeout=args.timeout, say=log)
+    rc = stopped or outcome["rc"]
+    for name, code in statuses.items():
+        if rc == 0 and code not in (0, None):
+            run.checks.append((f"{name} SIGTERM", "exit 0", f"exit {code}", False))
     not_run = [c for c in cases if not c.result]
     for c in not_run:
         c.result, c.observed = "FAIL", c.observed or "not run"

@@ -17,7 +17,6 @@ Prints each check and `N passed, N failed`; exits non-zero on any failure. About
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -25,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "chaos"))
 import chaos  # noqa: E402  (the stack: servers, sandbox, services)
-from chaos import SERVICES, SetupError, Interrupted, hreq  # noqa: E402
+from chaos import SERVICES, SetupError, hreq  # noqa: E402
 
 import pika  # noqa: E402
 
@@ -194,34 +193,11 @@ def main():
         print(f"live-activities: missing in {args.bin_dir}: {', '.join(missing)} (swift build first)", file=sys.stderr)
         return 3
 
-    def on_signal(signum, _frame):
-        raise Interrupted(f"signal {signum}")
-
-    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGALRM):
-        signal.signal(s, on_signal)
-    signal.alarm(int(args.timeout))
     stack = LiveStack(args)
     checks = Checks()
-    rc = 0
-    statuses = {}
-    try:
-        execute(stack, args, checks)
-    except Interrupted as e:
-        log(f"interrupted ({e}); stopping everything")
-        rc = 130
-    except SetupError as e:
-        log(f"setup failed: {e}")
-        rc = 3
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        try:
-            statuses = stack.stop_all()
-        finally:
-            stack.stop_servers()
-        for name, code in statuses.items():
-            checks.check(f"{name} exits 0 on SIGTERM", code in (0, None), f"exit {code}")
+    rc, statuses = chaos.run_stack(stack, lambda: execute(stack, args, checks), timeout=args.timeout, say=log)
+    for name, code in statuses.items():
+        checks.check(f"{name} exits 0 on SIGTERM", code in (0, None), f"exit {code}")
     failed = sum(1 for _, ok, _ in checks.results if not ok)
     passed = len(checks.results) - failed
     log(f"logs in {stack.out}; {time.time() - START:.0f}s in all")
