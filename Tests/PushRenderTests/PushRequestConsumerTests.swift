@@ -194,17 +194,11 @@ struct PushRequestConsumerTests {
             let tokens = try await fixture.registerMany(5000, topic: "sale")
             let body = #"{"id": "resume-1", "app": "\#(fixture.app)", "to": {"topic": "sale"}, "payload": {"aps": {"alert": "Sale!"}}}"#
             let request = try PushRequest(body: Array(body.utf8), apps: fixture.apps)
-            let store = RenderProgressStore(
-                redis: fixture.redis, keyPrefix: fixture.keyPrefix, progressTTL: .seconds(600), leaseDuration: configuration.leaseDuration)
+            let store = fixture.store(leaseDuration: configuration.leaseDuration)
             guard case .claimed(let progress) = try await store.claim(app: fixture.app, requestID: request.id, owner: "crashed-instance") else {
                 throw TestFailure("could not claim")
             }
-            let dependencies = FanOutDependencies(
-                amqp: fixture.amqp, redis: fixture.redis, queues: fixture.names, configuration: fixture.configuration, store: store,
-                metrics: RenderMetrics(), now: { 1_000 })
-            let fanOut = RequestFanOut(
-                request: request, renderer: NotificationRenderer(request: request, catalogs: fixture.catalogs), dependencies: dependencies,
-                logger: renderTestLogger)
+            let fanOut = fixture.fanOut(request, store: store)
             let rounds = RoundCounter(limit: 2)
             let outcome = try await fanOut.run(
                 from: progress, scanEpoch: try await store.scanEpoch(), owner: "crashed-instance", shouldStop: { rounds.next() })
@@ -240,19 +234,11 @@ struct PushRequestConsumerTests {
             let tokens = try await fixture.registerMany(5000, topic: "sale")
             let body = #"{"id": "replan-1", "app": "\#(fixture.app)", "to": {"topic": "sale"}, "payload": {"aps": {"alert": "Sale!"}}}"#
             let request = try PushRequest(body: Array(body.utf8), apps: fixture.apps)
-            let store = RenderProgressStore(
-                redis: fixture.redis, keyPrefix: fixture.keyPrefix, progressTTL: .seconds(600), leaseDuration: configuration.leaseDuration)
+            let store = fixture.store(leaseDuration: configuration.leaseDuration)
             guard case .claimed(let fresh) = try await store.claim(app: fixture.app, requestID: request.id, owner: "crashed") else {
                 throw TestFailure("could not claim")
             }
-            func fanOut() -> RequestFanOut {
-                RequestFanOut(
-                    request: request, renderer: NotificationRenderer(request: request, catalogs: fixture.catalogs),
-                    dependencies: FanOutDependencies(
-                        amqp: fixture.amqp, redis: fixture.redis, queues: fixture.names, configuration: fixture.configuration, store: store,
-                        metrics: RenderMetrics(), now: { 1_000 }),
-                    logger: renderTestLogger)
-            }
+            func fanOut() -> RequestFanOut { fixture.fanOut(request, store: store) }
             let epoch = try await store.scanEpoch()
             // Round 1 is published and saved; round 2 is published (and sent) and saved too, but the
             // progress is then set back to after round 1: as if the process died before saving it.
@@ -317,19 +303,13 @@ struct PushRequestConsumerTests {
             let tokens = try await fixture.registerMany(5000, topic: "sale")
             let body = #"{"id": "restart-1", "app": "\#(fixture.app)", "to": {"topic": "sale"}, "payload": {"aps": {"alert": "Sale!"}}}"#
             let request = try PushRequest(body: Array(body.utf8), apps: fixture.apps)
-            let store = RenderProgressStore(
-                redis: fixture.redis, keyPrefix: fixture.keyPrefix, progressTTL: .seconds(600), leaseDuration: configuration.leaseDuration)
+            let store = fixture.store(leaseDuration: configuration.leaseDuration)
             guard case .claimed(let progress) = try await store.claim(app: fixture.app, requestID: request.id, owner: "first") else {
                 throw TestFailure("could not claim")
             }
             let epoch = try await store.scanEpoch()
             #expect(epoch.count == 40, "a Redis run_id: \(epoch)")
-            let fanOut = RequestFanOut(
-                request: request, renderer: NotificationRenderer(request: request, catalogs: fixture.catalogs),
-                dependencies: FanOutDependencies(
-                    amqp: fixture.amqp, redis: fixture.redis, queues: fixture.names, configuration: fixture.configuration, store: store,
-                    metrics: RenderMetrics(), now: { 1_000 }),
-                logger: renderTestLogger)
+            let fanOut = fixture.fanOut(request, store: store)
             let rounds = RoundCounter(limit: 2)
             guard case .stopped(let stopped) = try await fanOut.run(from: progress, scanEpoch: epoch, owner: "first", shouldStop: { rounds.next() })
             else {
@@ -358,8 +338,7 @@ struct PushRequestConsumerTests {
     /// publishes its round.
     @Test func onlyTheLeaseHolderSavesARoundPlan() async throws {
         try await withRenderFixture("plan-lease") { fixture in
-            let store = RenderProgressStore(
-                redis: fixture.redis, keyPrefix: fixture.keyPrefix, progressTTL: .seconds(600), leaseDuration: .seconds(60))
+            let store = fixture.store(leaseDuration: .seconds(60))
             guard case .claimed = try await store.claim(app: fixture.app, requestID: "r", owner: "new-owner") else {
                 throw TestFailure("could not claim")
             }
@@ -374,8 +353,7 @@ struct PushRequestConsumerTests {
 
     @Test func aLeaseOfAnEarlierDeliveryToThisProcessIsOurs() async throws {
         try await withRenderFixture("lease") { fixture in
-            let store = RenderProgressStore(
-                redis: fixture.redis, keyPrefix: fixture.keyPrefix, progressTTL: .seconds(600), leaseDuration: .seconds(60))
+            let store = fixture.store(leaseDuration: .seconds(60))
             guard case .claimed = try await store.claim(app: fixture.app, requestID: "r", owner: "host/1/7/41", instancePrefix: "host/1/7/") else {
                 throw TestFailure("could not claim")
             }
@@ -396,17 +374,11 @@ struct PushRequestConsumerTests {
             let body =
                 #"{"id": "large-1", "app": "\#(fixture.app)", "to": {"topic": "everyone"}, "localize": "server", "payload": {"aps": {"alert": {"loc-key": "GAME_PLAY_REQUEST_FORMAT", "loc-args": ["A", "B"]}, "sound": "s.aiff"}}}"#
             let request = try PushRequest(body: Array(body.utf8), apps: fixture.apps)
-            let store = RenderProgressStore(
-                redis: fixture.redis, keyPrefix: fixture.keyPrefix, progressTTL: .seconds(600), leaseDuration: .seconds(60))
+            let store = fixture.store(leaseDuration: .seconds(60))
             guard case .claimed(let progress) = try await store.claim(app: fixture.app, requestID: request.id, owner: "test") else {
                 throw TestFailure("could not claim")
             }
-            let dependencies = FanOutDependencies(
-                amqp: fixture.amqp, redis: fixture.redis, queues: fixture.names, configuration: fixture.configuration, store: store,
-                metrics: RenderMetrics(), now: { 1_000 })
-            let fanOut = RequestFanOut(
-                request: request, renderer: NotificationRenderer(request: request, catalogs: fixture.catalogs), dependencies: dependencies,
-                logger: renderTestLogger)
+            let fanOut = fixture.fanOut(request, store: store)
             let baseline = residentMegabytes()
             let sampler = Task {
                 var peak = 0
@@ -561,8 +533,7 @@ struct PushRequestConsumerTests {
     /// sends the request through the retry tier, to find it done later.
     @Test func aRequestAnotherInstanceHoldsGoesToTheRetryTierAndIsLaterAckedAsDone() async throws {
         try await withRenderFixture("busy") { fixture in
-            let store = RenderProgressStore(
-                redis: fixture.redis, keyPrefix: fixture.keyPrefix, progressTTL: .seconds(600), leaseDuration: .seconds(30))
+            let store = fixture.store(leaseDuration: .seconds(30))
             guard case .claimed = try await store.claim(app: fixture.app, requestID: "busy-1", owner: "other-instance") else {
                 throw TestFailure("could not claim")
             }

@@ -89,6 +89,20 @@ struct RenderFixture: Sendable {
         try await withRunningServices(services, logger: renderTestLogger, shutdownWithin: .seconds(15), body)
     }
 
+    /// The render progress store on this fixture's keys, as push-render makes it.
+    func store(leaseDuration: Duration) -> RenderProgressStore {
+        RenderProgressStore(redis: redis, keyPrefix: keyPrefix, progressTTL: .seconds(600), leaseDuration: leaseDuration)
+    }
+
+    /// A fan-out of `request` on this fixture's broker, Redis and configuration, with a fixed clock.
+    func fanOut(_ request: PushRequest, store: RenderProgressStore) -> RequestFanOut {
+        RequestFanOut(
+            request: request, renderer: NotificationRenderer(request: request, catalogs: catalogs),
+            dependencies: FanOutDependencies(
+                amqp: amqp, redis: redis, queues: names, configuration: configuration, store: store, metrics: RenderMetrics(), now: { 1_000 }),
+            logger: renderTestLogger)
+    }
+
     /// Takes `count` messages off `queue` (acking them), or fails after `timeout`.
     func receive(from queue: String, count: Int, timeout: Duration = .seconds(20)) async throws -> [AMQPDelivery] {
         try await amqp.receive(from: queue, count: count, timeout: timeout)
