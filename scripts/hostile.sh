@@ -7,7 +7,7 @@
 #
 #   scripts/hostile.sh [--bin-dir DIR] [--only TEXT ...] [--list] [--json FILE] [--log-level LEVEL]
 #
-# See scripts/hostile/hostile.py (--help) for the phases, the ports (127.0.0.1:38800-38807) and what
+# See scripts/hostile/hostile.py (--help) for the phases, the ports (127.0.0.1:8800-8807) and what
 # is checked.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -508,8 +508,9 @@ case $VERB in
         ;;
     start)
         # The distribution port (PORT+20000) can be held for up to a minute by a TIME_WAIT socket of
-        # the previous node on it (a quick stop and start), or by another program's outgoing
-        # connection, since it lies in Linux's ephemeral range; the node then dies with
+        # the previous node on it (a quick stop and start), or, for a PORT above 12767, by another
+        # program's outgoing connection, since it then lies in Linux's ephemeral range (the ports of
+        # the project's own instances all stay below it); the node then dies with
         # dist_port_already_used. One more try once no TIME_WAIT socket holds it (at most 65 s).
         if ! (do_start); then
             warn "$LABEL: start failed; trying once more when port $((PORT + 20000)) is free"

@@ -4,15 +4,15 @@
 #   scripts/test-servers.sh start|stop|status|env
 #
 # start  stops instances earlier test runs left behind (names ending in -test), starts RabbitMQ
-#        `test` on 127.0.0.1:35672 (AMQPS on 127.0.0.1:35671, client certificate required,
-#        certificates in its tls/) and Redis `test` on 127.0.0.1:36379 with empty data (unless
+#        `test` on 127.0.0.1:5712 (AMQPS on 127.0.0.1:5711, client certificate required,
+#        certificates in its tls/) and Redis `test` on 127.0.0.1:6419 with empty data (unless
 #        they are already running, or PUSH_TEST_KEEP_DATA=1).
 # stop   stops both and every other instance named *-test under the local dir (the private
 #        servers of restart tests), so nothing is left running. Logs are kept until the next start.
 # status shows them; env prints the `export PUSH_TEST_AMQP_URL=… PUSH_TEST_AMQPS_URL=…
 #        PUSH_TEST_TLS_DIR=… PUSH_TEST_REDIS_URL=…` lines.
-# Environment: PUSH_LOCAL_DIR, PUSH_TEST_AMQP_PORT (35672), PUSH_TEST_AMQPS_PORT (35671),
-# PUSH_TEST_REDIS_PORT (36379).
+# Environment: PUSH_LOCAL_DIR, PUSH_TEST_AMQP_PORT (5712), PUSH_TEST_AMQPS_PORT (5711),
+# PUSH_TEST_REDIS_PORT (6419).
 set -euo pipefail
 
 usage() {
@@ -23,9 +23,9 @@ SCRIPTS="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=scripts/lib.sh
 . "$SCRIPTS/lib.sh"
 
-AMQP_PORT="${PUSH_TEST_AMQP_PORT:-35672}"
-AMQPS_PORT="${PUSH_TEST_AMQPS_PORT:-35671}"
-REDIS_PORT="${PUSH_TEST_REDIS_PORT:-36379}"
+AMQP_PORT="${PUSH_TEST_AMQP_PORT:-5712}"
+AMQPS_PORT="${PUSH_TEST_AMQPS_PORT:-5711}"
+REDIS_PORT="${PUSH_TEST_REDIS_PORT:-6419}"
 
 # The shared RabbitMQ's certificates (scripts/rabbitmq.sh --tls-port).
 TLS_DIR="$PUSH_LOCAL_DIR/rabbitmq-test/tls"

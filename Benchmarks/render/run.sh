@@ -12,7 +12,7 @@
 # checks each token came once), and stops both servers and drops their data, also on failure or Ctrl-C.
 #
 # Environment: RENDER_BENCH_TOKENS (1000000), RENDER_BENCH_BATCH_SIZE (500), RENDER_BENCH_AMQP_PORT
-# (39772), RENDER_BENCH_REDIS_PORT (39779), RENDER_BENCH_SCRATCH (.build), RENDER_BENCH_SKIP_BUILD=1
+# (7272), RENDER_BENCH_REDIS_PORT (7279), RENDER_BENCH_SCRATCH (.build), RENDER_BENCH_SKIP_BUILD=1
 # (use the binaries already built), RENDER_BENCH_KEEP_DATA=1 (keep the filled Redis for the next run).
 set -euo pipefail
 
@@ -21,8 +21,8 @@ cd "$ROOT"
 
 TOKENS=${RENDER_BENCH_TOKENS:-1000000}
 BATCH_SIZE=${RENDER_BENCH_BATCH_SIZE:-500}
-AMQP_PORT=${RENDER_BENCH_AMQP_PORT:-39772}
-REDIS_PORT=${RENDER_BENCH_REDIS_PORT:-39779}
+AMQP_PORT=${RENDER_BENCH_AMQP_PORT:-7272}
+REDIS_PORT=${RENDER_BENCH_REDIS_PORT:-7279}
 SCRATCH=${RENDER_BENCH_SCRATCH:-.build}
 
 say() { printf '%s\n' "$*"; }

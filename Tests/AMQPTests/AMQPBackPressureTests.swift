@@ -66,7 +66,7 @@ import Testing
     }
 
     @Test func aMemoryAlarmTheBacklogRaisesBlocksPublishingOnlyAndClearsAsTheConsumerAcks() async throws {
-        let broker = LocalServer(.rabbitmq, name: "amqp-alarm-test", port: 35691)
+        let broker = LocalServer(.rabbitmq, name: "amqp-alarm-test", port: 5762)
         try await broker.start()
         do {
             try await alarmRaisedByTheBacklog(on: broker)

@@ -7,7 +7,7 @@ import Testing
 /// Clear errors, within their timeouts, when the broker cannot be used.
 @Suite struct AMQPFailureTests {
     private var brokerPort: Int {
-        (try? AMQPConfiguration(url: TestServers.amqpURL, connectionName: "x").port) ?? 35672
+        (try? AMQPConfiguration(url: TestServers.amqpURL, connectionName: "x").port) ?? 5712
     }
 
     @Test func aWrongPasswordIsARefusedLogin() async throws {
@@ -83,7 +83,7 @@ import Testing
 /// A publisher and a consumer across a broker restart, on a private broker this test restarts.
 @Suite(.serialized) struct AMQPRestartTests {
     @Test func publisherAndConsumerKeepGoingAcrossABrokerRestart() async throws {
-        let broker = LocalServer(.rabbitmq, name: "amqp-restart-test", port: 35681)
+        let broker = LocalServer(.rabbitmq, name: "amqp-restart-test", port: 5742)
         try await broker.start()
         do {
             try await streamAcrossARestart(of: broker)
@@ -167,7 +167,7 @@ final class LockedSet: Sendable {
 /// In the restart suite: it shares that suite's private broker, one test at a time.
 extension AMQPRestartTests {
     @Test func aFrozenBrokerIsNoticedByHeartbeatsAndTheConnectionRecovers() async throws {
-        let broker = LocalServer(.rabbitmq, name: "amqp-restart-test", port: 35681)
+        let broker = LocalServer(.rabbitmq, name: "amqp-restart-test", port: 5742)
         try await broker.start()
         let beam = try brokerPID(broker)
         do {

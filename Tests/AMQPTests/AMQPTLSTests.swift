@@ -3,7 +3,7 @@ import Foundation
 import TestSupport
 import Testing
 
-/// AMQPS against the shared RabbitMQ's TLS listener (`scripts/rabbitmq.sh --tls-port`, 127.0.0.1:35671).
+/// AMQPS against the shared RabbitMQ's TLS listener (`scripts/rabbitmq.sh --tls-port`, 127.0.0.1:5711).
 ///
 /// Its server certificate is signed by the instance's own CA (`TestServers.tlsDirectory`) and names
 /// `DNS:localhost` only. The listener requires a client certificate from the same CA (`client.pem`,
@@ -17,11 +17,11 @@ import Testing
 /// IP entry would never help it, and without one the test holds for any client version.
 @Suite struct AMQPTLSTests {
     private var tlsPort: Int {
-        (try? AMQPConfiguration(url: TestServers.amqpsURL, connectionName: "x").port) ?? 35671
+        (try? AMQPConfiguration(url: TestServers.amqpsURL, connectionName: "x").port) ?? 5711
     }
 
     private var plainPort: Int {
-        (try? AMQPConfiguration(url: TestServers.amqpURL, connectionName: "x").port) ?? 35672
+        (try? AMQPConfiguration(url: TestServers.amqpURL, connectionName: "x").port) ?? 5712
     }
 
     private var caFile: String { "\(TestServers.tlsDirectory)/ca.pem" }

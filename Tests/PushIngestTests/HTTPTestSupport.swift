@@ -289,5 +289,5 @@ private enum RawHTTPResponse {
 
 /// The private Redis the outage test stops and restarts (never the shared one).
 enum TestRedis {
-    static let outage = LocalServer(.redis, name: "ingest-redis-test", port: 36521)
+    static let outage = LocalServer(.redis, name: "ingest-redis-test", port: 6423)
 }

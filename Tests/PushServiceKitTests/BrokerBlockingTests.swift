@@ -9,7 +9,7 @@ import Testing
 /// `connection.blocked` as ops see it: `/readyz` and the metric (a private RabbitMQ under an alarm).
 @Suite(.serialized, .timeLimit(.minutes(3))) struct BrokerBlockingTests {
     @Test func whileTheBrokerBlocksPublishingReadinessFailsSayingWhyAndTheMetricShowsIt() async throws {
-        let broker = LocalServer(.rabbitmq, name: "blocked-test", port: 35693)
+        let broker = LocalServer(.rabbitmq, name: "blocked-test", port: 5782)
         try await broker.start()
         PushMetrics.bootstrap()
         var configuration = PushConfiguration(httpPort: 0, httpHost: "127.0.0.1")

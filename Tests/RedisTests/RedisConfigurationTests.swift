@@ -17,8 +17,8 @@ struct RedisConfigurationTests {
 
     @Test func hostPortDatabaseAndOptions() throws {
         let configuration = try RedisConfiguration(
-            url: "redis://127.0.0.1:36379/3?connect_timeout_ms=250&command_timeout_ms=1500&pool_size=4")
-        #expect(configuration.endpoint == RedisEndpoint(host: "127.0.0.1", port: 36379))
+            url: "redis://127.0.0.1:6419/3?connect_timeout_ms=250&command_timeout_ms=1500&pool_size=4")
+        #expect(configuration.endpoint == RedisEndpoint(host: "127.0.0.1", port: 6419))
         #expect(configuration.database == 3)
         #expect(configuration.connectTimeout == .milliseconds(250))
         #expect(configuration.commandTimeout == .milliseconds(1500))

@@ -2,11 +2,11 @@ import Redis
 import TestSupport
 import Testing
 
-/// Against a private Redis (`scripts/redis.sh`, port 36391) that the test stops and starts.
+/// Against a private Redis (`scripts/redis.sh`, port 6421) that the test stops and starts.
 @Suite("Redis restart", .serialized, .timeLimit(.minutes(1)))
 struct RedisRestartTests {
     @Test func recoversAfterARedisRestart() async throws {
-        let server = LocalServer(.redis, name: "redis-restart-test", port: 36391)
+        let server = LocalServer(.redis, name: "redis-restart-test", port: 6421)
         try await server.start()
 
         let configuration = try RedisConfiguration(
@@ -32,7 +32,7 @@ struct RedisRestartTests {
             let redisError = try #require(error as? RedisError)
             #expect(redisError.code == .connectionLost, "\(redisError)")
             #expect(redisError.isRetryable)
-            #expect(redisError.message.contains("127.0.0.1:36391"), "\(redisError)")
+            #expect(redisError.message.contains("127.0.0.1:6421"), "\(redisError)")
         }
         #expect(ContinuousClock.now - stopped < .seconds(5))
         await blocking.close()
@@ -43,7 +43,7 @@ struct RedisRestartTests {
             let error = await #expect(throws: RedisError.self) { try await client.send("GET", key) }
             #expect(ContinuousClock.now - started < .seconds(4))
             #expect(error?.isRetryable == true)
-            #expect(error?.message.contains("127.0.0.1:36391") == true, "\(error?.message ?? "")")
+            #expect(error?.message.contains("127.0.0.1:6421") == true, "\(error?.message ?? "")")
         }
         let downError = await #expect(throws: RedisError.self) { try await client.send("GET", key) }
         #expect(downError?.code == .connectionFailed)

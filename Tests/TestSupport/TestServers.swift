@@ -7,24 +7,24 @@ import Foundation
 /// Tests that restart a server start a private instance of their own with ``LocalServer``, so they
 /// never disturb the suites running in parallel.
 public enum TestServers {
-    /// The shared RabbitMQ: `PUSH_TEST_AMQP_URL`, default `amqp://guest:guest@127.0.0.1:35672/%2f`.
+    /// The shared RabbitMQ: `PUSH_TEST_AMQP_URL`, default `amqp://guest:guest@127.0.0.1:5712/%2f`.
     public static var amqpURL: String {
-        ProcessInfo.processInfo.environment["PUSH_TEST_AMQP_URL"] ?? "amqp://guest:guest@127.0.0.1:35672/%2f"
+        ProcessInfo.processInfo.environment["PUSH_TEST_AMQP_URL"] ?? "amqp://guest:guest@127.0.0.1:5712/%2f"
     }
 
     /// The shared RabbitMQ as a ``LocalServer`` (`scripts/rabbitmq.sh --name test`), for
     /// ``LocalServer/closeConnections(matching:)``. Never restart it: other suites use it.
     public static var sharedBroker: LocalServer {
-        LocalServer(.rabbitmq, name: "test", port: URLComponents(string: amqpURL)?.port ?? 35672)
+        LocalServer(.rabbitmq, name: "test", port: URLComponents(string: amqpURL)?.port ?? 5712)
     }
 
     /// The shared RabbitMQ's TLS listener, trusting its CA and presenting the client certificate the
-    /// listener requires: `PUSH_TEST_AMQPS_URL`, default `amqps://guest:guest@localhost:35671/%2f?
+    /// listener requires: `PUSH_TEST_AMQPS_URL`, default `amqps://guest:guest@localhost:5711/%2f?
     /// cacertfile=<tlsDirectory>/ca.pem&certfile=<tlsDirectory>/client.pem&keyfile=<tlsDirectory>/client.key`.
     /// The host is `localhost` because the server certificate names no IP address.
     public static var amqpsURL: String {
         ProcessInfo.processInfo.environment["PUSH_TEST_AMQPS_URL"]
-            ?? "amqps://guest:guest@localhost:35671/%2f?cacertfile=\(tlsDirectory)/ca.pem&certfile=\(tlsDirectory)/client.pem&keyfile=\(tlsDirectory)/client.key"
+            ?? "amqps://guest:guest@localhost:5711/%2f?cacertfile=\(tlsDirectory)/ca.pem&certfile=\(tlsDirectory)/client.pem&keyfile=\(tlsDirectory)/client.key"
     }
 
     /// The shared RabbitMQ's certificates (`ca.pem`, `server.pem`, `client.pem` + `client.key`, all
@@ -34,9 +34,9 @@ public enum TestServers {
             ?? packageRoot.appendingPathComponent(".local/rabbitmq-test/tls").path
     }
 
-    /// The shared Redis: `PUSH_TEST_REDIS_URL`, default `redis://127.0.0.1:36379/0`.
+    /// The shared Redis: `PUSH_TEST_REDIS_URL`, default `redis://127.0.0.1:6419/0`.
     public static var redisURL: String {
-        ProcessInfo.processInfo.environment["PUSH_TEST_REDIS_URL"] ?? "redis://127.0.0.1:36379/0"
+        ProcessInfo.processInfo.environment["PUSH_TEST_REDIS_URL"] ?? "redis://127.0.0.1:6419/0"
     }
 
     /// The package root (the folder holding `Package.swift` and `scripts/`).

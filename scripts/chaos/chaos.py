@@ -6,9 +6,9 @@
 
 Each scenario runs on a private stack on 127.0.0.1: RabbitMQ and Redis (scripts/rabbitmq.sh and
 scripts/redis.sh, instance `chaos`, or `chaos-smoke` with --smoke), apns-sandbox and the four
-services (the executables of --bin-dir, default .build/release). Ports: 37901 RabbitMQ, 37902 Redis,
-37903 apns-sandbox, 37904 its admin API, 37905-37908 push-ingest, push-render, push-send and
-push-feedback (PUSH_HTTP_PORT); --smoke uses 37951-37958. RabbitMQ also derives epmd PORT+1000 and
+services (the executables of --bin-dir, default .build/release). Ports: 7901 RabbitMQ, 7902 Redis,
+7903 apns-sandbox, 7904 its admin API, 7905-7908 push-ingest, push-render, push-send and
+push-feedback (PUSH_HTTP_PORT); --smoke uses 7951-7958. RabbitMQ also derives epmd PORT+1000 and
 distribution ports PORT+20000, PORT+21000..21010 (scripts/rabbitmq.sh).
 
 Per scenario: queues deleted and Redis flushed (RabbitMQ and Redis themselves are fresh at the start
@@ -198,7 +198,7 @@ class Stack:
     def __init__(self, args):
         self.args = args
         self.name = "chaos-smoke" if args.smoke else "chaos"
-        base = 37951 if args.smoke else 37901
+        base = 7951 if args.smoke else 7901
         self.port = dict(amqp=base, redis=base + 1, apns=base + 2, admin=base + 3,
                          **{"push-ingest": base + 4, "push-render": base + 5,
                             "push-send": base + 6, "push-feedback": base + 7})
@@ -240,7 +240,7 @@ class Stack:
         for attempt in range(4):
             r = subprocess.run(["bash", str(SCRIPTS / f"{which}.sh"), verb, "--name", self.name, "--port", str(port)],
                                env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=180)
-            # Our ports lie in Linux's ephemeral range: a client socket may hold one for a moment.
+            # A TIME_WAIT socket of the previous instance may hold the port for a moment.
             if r.returncode == 0 or verb != "start" or "in use" not in r.stderr or attempt == 3:
                 break
             log(f"{which}.sh start: a port is in use; retrying in 3 s")
@@ -252,10 +252,11 @@ class Stack:
     def start_servers(self):
         self.out.mkdir(parents=True, exist_ok=True)
         self.servers_up = True
-        # Our ports lie in Linux's ephemeral range (32768-60999): a client socket (rabbitmqctl's
-        # connections to epmd, say) may have used one, and its TIME_WAIT blocks a listener for up to
-        # 60 s. Redis first, and wait for the ports. The RabbitMQ node keeps a connection to its epmd
-        # open from a port the kernel picks; a port already listened on is never picked.
+        # Every port of a stack (and each one RabbitMQ derives) lies below Linux's ephemeral range
+        # (32768-60999), so no client socket the kernel numbers can hold one: CI once lost a run
+        # when the node's own connection to its epmd took push-ingest's port (38704) three
+        # restarts in a row, since the kernel numbers connections to one peer alike. What can still
+        # hold a port is a TIME_WAIT socket of the previous run, for up to 60 s: wait for them.
         for which, data in (("redis", self.redis_dir / "data"), ("rabbitmq", self.rmq_dir / "mnesia")):
             self.script(which, "stop", check=False)
             shutil.rmtree(data, ignore_errors=True)
@@ -263,14 +264,9 @@ class Stack:
         self.wait_ports_free([self.port["redis"], a, a + 1000, a + 20000])
         for which in ("redis", "rabbitmq"):
             self.script(which, "start")
-        for attempt in range(3):
-            busy = [p for k, p in self.port.items() if k not in ("amqp", "redis") and not port_free(p)]
-            if not busy:
-                break
-            log(f"ports {busy} held by other sockets (the ephemeral range); restarting RabbitMQ")
-            self.script("rabbitmq", "stop", check=False)
-            time.sleep(1)
-            self.script("rabbitmq", "start")
+        busy = self.wait_ports_free([p for k, p in self.port.items() if k not in ("amqp", "redis")], timeout=65)
+        if busy:
+            raise SetupError(f"ports {busy} are still held by other sockets after 65 s (`ss -tanp` shows which)")
         self.key_and_apps()
         help_text = subprocess.run([str(self.bin / "apns-sandbox"), "--help"], capture_output=True, text=True).stdout
         self.track_duplicates = "--track-duplicates" in help_text

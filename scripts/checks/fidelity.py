@@ -440,7 +440,7 @@ def h2load_check(sandbox, directory, credentials):
 def main():
     parser = argparse.ArgumentParser(description="apns-sandbox against aioapns, nghttp and h2load")
     parser.add_argument("--bin-dir", default=".build/debug")
-    parser.add_argument("--port", type=int, default=38840, help="HTTP/2 port; the admin API takes the next one")
+    parser.add_argument("--port", type=int, default=8840, help="HTTP/2 port; the admin API takes the next one")
     parser.add_argument("--keep", action="store_true", help="keep the working directory (keys, logs)")
     arguments = parser.parse_args()
     binary = os.path.join(arguments.bin_dir, "apns-sandbox")

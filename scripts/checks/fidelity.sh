@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # apns-sandbox against clients nobody here wrote, as `make test` runs it after the Swift tests:
 # aioapns (PyPI; it offers no ALPN, so it speaks HTTP/2 with prior knowledge), nghttp and h2load
-# (Debian's nghttp2-client) against the --bin-dir apns-sandbox on 127.0.0.1:38840 (admin 38841).
+# (Debian's nghttp2-client) against the --bin-dir apns-sandbox on 127.0.0.1:8840 (admin 8841).
 # Valid notifications must answer 200 and invalid ones Apple's statuses and reasons, as each client
 # reports them (token auth with a .p8 key the sandbox verifies, certificate auth with a client CA
 # it trusts); h2load's 2,000 requests must all answer 2xx. See scripts/checks/fidelity.py for every

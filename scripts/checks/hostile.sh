@@ -4,8 +4,8 @@
 # running binaries of --bin-dir (run-tests.sh passes the debug executables). Every service must stay
 # up with its PID, every invalid message end in push.dead with its reason (or a documented clamp),
 # every HTTP refusal be a 4xx naming the field, nothing be left in a queue, and a good registration,
-# push and feedback event afterwards must arrive. About a minute; a private stack on 127.0.0.1:38800-
-# 38807 (RabbitMQ also derives 39800, 58800, 59800-59810), stopped afterwards, also on failure or
+# push and feedback event afterwards must arrive. About a minute; a private stack on 127.0.0.1:8800-
+# 8807 (RabbitMQ also derives 9800, 28800, 29800-29810), stopped afterwards, also on failure or
 # Ctrl-C. Prints a table and `N passed, N failed`; exits non-zero on any failure.
 #
 #   scripts/checks/hostile.sh [--bin-dir DIR] [--only TEXT ...] [--list] [--json FILE]

@@ -4,7 +4,7 @@
 # update and end the activity (`push_to_start`, `activity`), and a broadcast channel made with
 # `pushctl channel create` that updates and ends it for every listener (`channel`), all checked at
 # apns-sandbox (topic, push type, tokens, channel id). The running binaries of --bin-dir on a private
-# stack on 127.0.0.1:38700-38707 (RabbitMQ also derives 39700, 58700, 59700-59710), stopped
+# stack on 127.0.0.1:8700-8707 (RabbitMQ also derives 9700, 28700, 29700-29710), stopped
 # afterwards. Prints each check and `N passed, N failed`; exits non-zero on any failure. About 30 s.
 #
 #   scripts/checks/live-activities.sh --bin-dir DIR

@@ -28,9 +28,9 @@ again); H, the HTTP cases; C, the good path. `--known-bugs` adds phase K before 
 cases that still kill a service (KNOWN_BUGS names the fix each waits for), left out by default so the
 rest of the catalogue keeps running.
 
-Ports: 38800 RabbitMQ, 38801 Redis, 38802 apns-sandbox, 38803 its admin API, 38804-38807
+Ports: 8800 RabbitMQ, 8801 Redis, 8802 apns-sandbox, 8803 its admin API, 8804-8807
 push-ingest, push-render, push-send, push-feedback (PUSH_HTTP_PORT). scripts/rabbitmq.sh also derives
-epmd 39800 and Erlang distribution ports 58800, 59800-59810 from the AMQP port.
+epmd 9800 and Erlang distribution ports 28800, 29800-29810 from the AMQP port.
 
 Prints a table (case, target, expected, observed, result) and `N passed, N failed`; exits 1 if
 anything failed, 2 on a usage error, 3 when the stack could not be set up. Logs:
@@ -63,7 +63,7 @@ import pika.data  # noqa: E402
 ROOT = chaos.ROOT
 APP = "com.example.hostile"
 API_KEY = "hostile-ingest-key"
-BASE_PORT = 38800
+BASE_PORT = 8800
 START = time.time()
 
 
@@ -1483,7 +1483,7 @@ def run_phase_b(stack, run, b):
     dead-lettered at once, the valid ones go to the 5 s retry tier and are processed when they come
     back to a working Redis.
 
-    Redis is made a read-only replica (`REPLICAOF 127.0.0.1 38899`, where nothing listens: it keeps
+    Redis is made a read-only replica (`REPLICAOF 127.0.0.1 8899`, where nothing listens: it keeps
     its data and serves reads): every write, a deletion or a script included, answers READONLY,
     which the services take for Redis being unavailable, at once and without a reconnect. Once the
     valid ones are in their tier, `REPLICAOF NO ONE` makes it writable again, seconds before they

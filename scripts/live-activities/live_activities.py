@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Live Activities end to end, as a product uses them (issue 13): the running binaries of --bin-dir
-on a private stack (RabbitMQ, Redis, apns-sandbox and the four services on 127.0.0.1:38700-38707;
-RabbitMQ also derives 39700, 58700, 59700-59710).
+on a private stack (RabbitMQ, Redis, apns-sandbox and the four services on 127.0.0.1:8700-8707;
+RabbitMQ also derives 9700, 28700, 29700-29710).
 
 1. A device registers (push-ingest's HTTP API), then its push-to-start token for MatchAttributes.
 2. A push request `{"push_to_start": {"users": ["alice"]}}` starts a Live Activity: apns-sandbox must
@@ -30,7 +30,7 @@ import pika  # noqa: E402
 
 APP = "com.example.live"
 API_KEY = "live-ingest-key"
-BASE_PORT = 38700
+BASE_PORT = 8700
 START = time.time()
 
 
