@@ -5,6 +5,9 @@
 #                       [--management-port PORT]
 #   scripts/rabbitmq.sh close-connections --matching TEXT [--name NAME] [--port PORT]
 #   scripts/rabbitmq.sh ctl [--name NAME] -- RABBITMQCTL-ARGS...   (rabbitmqctl against the instance)
+#   scripts/rabbitmq.sh kill [--name NAME]   (SIGKILL of the node, as a crash would: data kept)
+#   cluster members (scripts/rabbitmq-cluster.sh starts them): start ... --cluster-epmd-port PORT
+#                       --cookie-file FILE [--join NODE]
 #
 # Instance directory: ${PUSH_LOCAL_DIR:-<package root>/.local}/rabbitmq-NAME/
 #   mnesia/ (data), log/ (rabbit.log, console.log, epmd.log), rabbitmq.pid, launcher.pid, epmd.pid,
@@ -25,6 +28,11 @@
 # deploy/rabbitmq/policies.json are set and, with TLS, the TLS port accepts connections; `stop` stops
 # the node and its epmd by PID and waits until they have exited; `restart` keeps the data, the TLS
 # and the management port (unless --tls-port or --management-port gives another).
+# --cluster-epmd-port (start): the node registers with an epmd on 127.0.0.1:PORT that the caller
+#   runs for the whole cluster (nodes find each other there), instead of a private one; remembered
+#   for later verbs. --cookie-file: the instance's Erlang cookie is copied from FILE (a cluster
+#   shares one). --join NODE: once booted, the node joins NODE's cluster (stop_app, join_cluster,
+#   start_app) unless it is a member already; a restarted member rejoins by itself.
 # `status` exits 0 when running, 3 when stopped. `close-connections` has the broker close every client
 #   connection whose name (the client's connection_name) contains TEXT, as an operator's
 #   `rabbitmqctl close_connection` would (fault tests), and prints how many it closed.
@@ -32,7 +40,7 @@
 set -euo pipefail
 
 usage() {
-    sed -n '2,31s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+    sed -n '2,39s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
 }
 
 # shellcheck source=scripts/lib.sh
@@ -42,6 +50,9 @@ usage() {
 TLS_PORT=""
 MGMT_PORT=""
 MATCHING=""
+CLUSTER_EPMD_PORT=""
+COOKIE_FILE=""
+JOIN_NODE=""
 CTL_ARGS=()
 args=()
 while (($#)); do
@@ -52,11 +63,14 @@ while (($#)); do
         --tls-port=*) TLS_PORT=${1#*=}; shift ;;
         --management-port) MGMT_PORT=${2:?--management-port needs a value}; shift 2 ;;
         --management-port=*) MGMT_PORT=${1#*=}; shift ;;
+        --cluster-epmd-port) CLUSTER_EPMD_PORT=${2:?--cluster-epmd-port needs a value}; shift 2 ;;
+        --cookie-file) COOKIE_FILE=${2:?--cookie-file needs a value}; shift 2 ;;
+        --join) JOIN_NODE=${2:?--join needs a node name}; shift 2 ;;
         --) shift; CTL_ARGS=("$@"); break ;;
         *) args+=("$1"); shift ;;
     esac
 done
-EXTRA_VERBS="close-connections ctl" parse_instance_args 5672 "${args[@]}"
+EXTRA_VERBS="close-connections ctl kill" parse_instance_args 5672 "${args[@]}"
 ((PORT <= 44525)) || die "--port $PORT is too high: the derived ports (PORT+21010) must stay below 65536"
 if [[ -n $TLS_PORT ]]; then
     if ! [[ $TLS_PORT =~ ^[0-9]+$ ]] || ((TLS_PORT < 1024 || TLS_PORT > 65535)); then
@@ -79,6 +93,12 @@ if [[ -n $MGMT_PORT ]]; then
         die "--management-port $MGMT_PORT clashes with --port $PORT, --tls-port or a port derived from them"
     fi
 fi
+
+if [[ -n $CLUSTER_EPMD_PORT ]] && { ! [[ $CLUSTER_EPMD_PORT =~ ^[0-9]+$ ]] || ((CLUSTER_EPMD_PORT < 1024 || CLUSTER_EPMD_PORT > 65535)); }; then
+    die "invalid --cluster-epmd-port '$CLUSTER_EPMD_PORT'"
+fi
+[[ -z $COOKIE_FILE || -r $COOKIE_FILE ]] || die "--cookie-file $COOKIE_FILE is not readable"
+[[ -z $JOIN_NODE || $JOIN_NODE =~ ^[A-Za-z0-9_.-]+@[A-Za-z0-9_.-]+$ ]] || die "invalid --join '$JOIN_NODE' (a node name, name@host)"
 
 RMQ_BIN="${PUSH_RABBITMQ_BIN_DIR:-/usr/lib/rabbitmq/bin}"
 DIR="$PUSH_LOCAL_DIR/rabbitmq-$NAME"
@@ -119,7 +139,9 @@ node_env() {
     export RABBITMQ_NODE_IP_ADDRESS=127.0.0.1
     export RABBITMQ_NODE_PORT="$port"
     export RABBITMQ_DIST_PORT=$((port + 20000))
-    export ERL_EPMD_PORT=$((port + 1000))
+    local cluster_epmd
+    cluster_epmd=${CLUSTER_EPMD_PORT:-$(saved_port cluster-epmd-port)}
+    export ERL_EPMD_PORT=${cluster_epmd:-$((port + 1000))}
     export ERL_EPMD_ADDRESS=127.0.0.1
     export RABBITMQ_CTL_DIST_PORT_MIN=$((port + 21000))
     export RABBITMQ_CTL_DIST_PORT_MAX=$((port + 21010))
@@ -179,6 +201,11 @@ EOF
     fi
     # One cookie per instance, created before the first start so the node and rabbitmqctl (both
     # with HOME=DIR) can never race to create different ones.
+    if [[ -n $COOKIE_FILE ]] && ! cmp -s "$COOKIE_FILE" "$DIR/.erlang.cookie"; then
+        rm -f "$DIR/.erlang.cookie"
+        (umask 077 && cp "$COOKIE_FILE" "$DIR/.erlang.cookie")
+        chmod 400 "$DIR/.erlang.cookie"
+    fi
     if [[ ! -s $DIR/.erlang.cookie ]]; then
         (umask 077 && od -An -tx1 -N20 /dev/urandom | tr -d ' \n' >"$DIR/.erlang.cookie")
         chmod 400 "$DIR/.erlang.cookie"
@@ -253,8 +280,20 @@ ensure_certificates() {
     info "made TLS certificates in $TLS_DIR"
 }
 
+# cluster_epmd: the cluster's shared epmd port when this node is a cluster member (its caller runs
+# that epmd), else nothing.
+cluster_epmd() {
+    local p=${CLUSTER_EPMD_PORT:-$(saved_port cluster-epmd-port)}
+    [[ -n $p ]] && printf '%s\n' "$p"
+    return 0
+}
+
 epmd_start() {
     local pid i
+    if [[ -n $(cluster_epmd) ]]; then
+        port_open "$ERL_EPMD_PORT" || die "$LABEL: the cluster's epmd is not listening on 127.0.0.1:$ERL_EPMD_PORT"
+        return 0
+    fi
     pid=$(pid_of "$EPMD_PIDFILE" "$DIR")
     if [[ -z $pid ]]; then
         if port_open "$ERL_EPMD_PORT"; then
@@ -275,6 +314,7 @@ epmd_start() {
 
 epmd_stop() {
     local pid
+    [[ -n $(cluster_epmd) ]] && return 0
     pid=$(pid_of "$EPMD_PIDFILE" "$DIR")
     if [[ -n $pid ]]; then
         terminate 10 "$pid" || die "$LABEL: epmd (PID $pid) is still running"
@@ -387,6 +427,11 @@ do_start() {
         fi
         write_config
         printf '%s\n' "$PORT" >"$DIR/port"
+        if [[ -n $CLUSTER_EPMD_PORT ]]; then
+            printf '%s\n' "$CLUSTER_EPMD_PORT" >"$DIR/cluster-epmd-port"
+        elif [[ -z $(saved_port cluster-epmd-port) ]]; then
+            rm -f "$DIR/cluster-epmd-port"
+        fi
         if [[ -n $TLS_PORT ]]; then
             printf '%s\n' "$TLS_PORT" >"$DIR/tls-port"
         else
@@ -462,6 +507,7 @@ do_start() {
             sleep 0.1
         done
     fi
+    [[ -n $JOIN_NODE ]] && join_cluster "$JOIN_NODE"
     apply_policies
     pid=$(read_pid "$PIDFILE")
     local tls=${TLS_PORT:+, TLS 127.0.0.1:$TLS_PORT}${MGMT_PORT:+, management 127.0.0.1:$MGMT_PORT}
@@ -470,6 +516,37 @@ do_start() {
     else
         info "already running (pid $pid, 127.0.0.1:$PORT$tls)"
     fi
+}
+
+# join_cluster NODE: makes this node a member of NODE's cluster unless it is one already.
+join_cluster() {
+    local node=$1 members
+    members=$(ctl -q cluster_status --formatter json 2>>"$LOGDIR/ctl.log") || die "$LABEL: rabbitmqctl cluster_status failed (see $LOGDIR/ctl.log)"
+    if python3 -c 'import json,sys; sys.exit(0 if sys.argv[2] in json.loads(sys.argv[1]).get("disk_nodes", []) else 1)' "$members" "$node"; then
+        return 0
+    fi
+    { ctl -q stop_app && ctl -q join_cluster "$node" && ctl -q start_app; } >>"$LOGDIR/ctl.log" 2>&1 ||
+        die "$LABEL: could not join $node's cluster (see $LOGDIR/ctl.log)"
+    ctl -q await_startup >>"$LOGDIR/ctl.log" 2>&1 || die "$LABEL: did not start again after joining $node (see $LOGDIR/ctl.log)"
+    info "joined $node's cluster"
+}
+
+# kill: SIGKILL of the node and its wrapper, as a crash or an OOM kill would (data kept; `start`
+# brings it back, and a cluster member rejoins by itself).
+do_kill() {
+    local pid launcher
+    pid=$(pid_of "$PIDFILE" "$DIR")
+    launcher=$(pid_of "$LAUNCHER" "$DIR")
+    [[ -n $pid || -n $launcher ]] || { info "not running"; return 0; }
+    [[ -n $pid ]] && kill -KILL "$pid" 2>/dev/null
+    [[ -n $launcher ]] && kill_session "$launcher"
+    local i
+    for ((i = 0; i < 100; i++)); do
+        { [[ -z $pid ]] || ! alive "$pid"; } && { [[ -z $launcher ]] || ! alive "$launcher"; } && break
+        sleep 0.05
+    done
+    rm -f "$PIDFILE" "$LAUNCHER"
+    info "killed (pid ${pid:-none})"
 }
 
 # close-connections: the broker closes the matching client connections (see the usage above).
@@ -494,6 +571,7 @@ do_close_connections() {
 if [[ ! -d $DIR ]]; then
     case $VERB in
         close-connections | ctl) die "not running" ;;
+        kill) info "not running"; exit 0 ;;
         status) say "$LABEL: stopped"; exit 3 ;;
         stop) info "not running"; exit 0 ;;
     esac
@@ -501,6 +579,7 @@ fi
 [[ $VERB == status || $VERB == close-connections ]] || lock_instance "$DIR"
 case $VERB in
     close-connections) do_close_connections ;;
+    kill) do_kill ;;
     ctl)
         port=$(saved_port)
         node_env "${port:-$PORT}"

@@ -51,6 +51,8 @@ leftovers() {
         [[ -d $d ]] || continue
         base=${d##*/}
         case $base in
+            rabbitmq-cluster-*) printf 'rabbitmq-cluster %s\n' "${base#rabbitmq-cluster-}" ;;
+            redis-cluster-*) printf 'redis-cluster %s\n' "${base#redis-cluster-}" ;;
             rabbitmq-*) printf 'rabbitmq %s\n' "${base#rabbitmq-}" ;;
             redis-*) printf 'redis %s\n' "${base#redis-}" ;;
         esac
@@ -83,6 +85,8 @@ case ${1:-} in
             [[ -n $kind ]] || continue
             PUSH_QUIET=1 bash "$SCRIPTS/$kind.sh" stop --name "$name"
             rm -rf "${PUSH_LOCAL_DIR:?}/$kind-$name"
+            # A cluster's nodes live beside it, in <kind>-NAME-<n>.
+            [[ $kind == *-cluster ]] && rm -rf "${PUSH_LOCAL_DIR:?}/${kind%-cluster}-$name-"[0-9]
         done < <(leftovers)
         fresh rabbitmq
         fresh redis

@@ -104,6 +104,10 @@ public final class AMQPConnection: Service, Sendable {
     /// nil when publishing flows.
     public var blockedReason: String? { publishingCore.blockedReason }
 
+    /// The broker of the cluster the (consuming) connection uses now, or used last; nil before the
+    /// first connection.
+    public var connectedBroker: AMQPBroker? { core.broker }
+
     /// Waits until connected; throws the last connection error (e.g. refused login) after `timeout`.
     public func waitUntilConnected(timeout: Duration) async throws(AMQPError) {
         start()

@@ -25,13 +25,21 @@ public struct AMQPTopology: Sendable, Equatable {
         public var autoDelete: Bool
         /// e.g. `x-queue-type: quorum`, `x-message-ttl`, `x-dead-letter-exchange`.
         public var arguments: AMQPTable
+        /// Arguments that only shape a queue being created, such as `x-quorum-initial-group-size`: a
+        /// queue that already exists with other values (or none) keeps them, and declaring it is not
+        /// an error, since they cannot change after creation anyway.
+        public var creationArguments: AMQPTable
 
-        public init(name: String, durable: Bool = true, exclusive: Bool = false, autoDelete: Bool = false, arguments: AMQPTable = [:]) {
+        public init(
+            name: String, durable: Bool = true, exclusive: Bool = false, autoDelete: Bool = false, arguments: AMQPTable = [:],
+            creationArguments: AMQPTable = [:]
+        ) {
             self.name = name
             self.durable = durable
             self.exclusive = exclusive
             self.autoDelete = autoDelete
             self.arguments = arguments
+            self.creationArguments = creationArguments
         }
     }
 
@@ -58,4 +66,16 @@ public struct AMQPTopology: Sendable, Equatable {
     }
 
     public static let empty = AMQPTopology()
+
+    /// The same topology with every quorum queue created with `size` replicas
+    /// (`x-quorum-initial-group-size`, a creation argument); nil leaves RabbitMQ's default, which is
+    /// every node of the cluster at the moment the queue is created.
+    public func quorumInitialGroupSize(_ size: Int?) -> AMQPTopology {
+        guard let size else { return self }
+        var topology = self
+        for index in topology.queues.indices where topology.queues[index].arguments["x-queue-type"] == .string("quorum") {
+            topology.queues[index].creationArguments["x-quorum-initial-group-size"] = .int64(Int64(size))
+        }
+        return topology
+    }
 }

@@ -17,6 +17,8 @@ final class ConnectionCore: Sendable {
         var sleeping = false
         var connected = false
         var lastError: AMQPError?
+        /// The broker of the cluster the connection uses now, or used last.
+        var broker: AMQPBroker?
         /// The broker's reason while it blocks this connection (`connection.blocked`).
         var blocked: String?
         var nextConsumerID: UInt64 = 1
@@ -50,6 +52,7 @@ final class ConnectionCore: Sendable {
     var isConnected: Bool { state.withLock { $0.connected } }
     var lastError: AMQPError? { state.withLock { $0.lastError } }
     var blockedReason: String? { state.withLock { $0.blocked } }
+    var broker: AMQPBroker? { state.withLock { $0.broker } }
 
     func nextConsumerID() -> UInt64 {
         state.withLock { state in
@@ -114,6 +117,10 @@ final class ConnectionCore: Sendable {
         deadChannels.withLock { $0.removeAll() }
         state.withLock { $0.connected = true }
         liveGeneration.store(generation, ordering: .releasing)
+    }
+
+    func setBroker(_ broker: AMQPBroker) {
+        state.withLock { $0.broker = broker }
     }
 
     func setDisconnected(_ error: AMQPError) {

@@ -20,6 +20,8 @@ final class ConnectionWorker: @unchecked Sendable {
     static let sequenceHeader = "x-publish-seq"
 
     private var session: RabbitSession?
+    /// Which of the configuration's brokers to connect to next.
+    private var rotation: BrokerRotation
     /// Incremented for every session; deliveries remember theirs so stale acks are dropped.
     private var generation: UInt64 = 0
     private var confirms = ConfirmTracker<PendingPublish>()
@@ -29,6 +31,9 @@ final class ConnectionWorker: @unchecked Sendable {
     private var channels = ChannelTable<ConsumerSpec>()
     private var inbound: [UInt16: InboundMessage] = [:]
     private var closing = false
+    /// The broker nacked a publish on the publish channel: open a fresh one once every publish sent
+    /// on it is settled (``recyclePublishChannelIfNacked()``).
+    private var publishChannelNacked = false
 
     /// A message arriving in pieces: method, then header, then body frames.
     private struct InboundMessage {
@@ -53,6 +58,7 @@ final class ConnectionWorker: @unchecked Sendable {
         self.topology = topology
         self.logger = logger
         self.onBlocked = onBlocked
+        self.rotation = BrokerRotation(count: configuration.brokers.count)
     }
 
     // MARK: Main loop
@@ -69,6 +75,7 @@ final class ConnectionWorker: @unchecked Sendable {
             } catch {
                 disconnect(because: error)
                 guard !closing else { break }
+                rotation.moveOn()
                 waitBeforeReconnecting(attempt: attempt)
                 attempt += 1
             }
@@ -78,7 +85,7 @@ final class ConnectionWorker: @unchecked Sendable {
 
     private func connect() throws(AMQPError) {
         generation += 1
-        let session = try RabbitSession(configuration: configuration)
+        let session = try RabbitSession(configuration: configuration, broker: configuration.brokers[rotation.current])
         self.session = session
         try session.openChannel(Self.publishChannel)
         try session.declare(topology, on: Self.publishChannel)
@@ -87,7 +94,8 @@ final class ConnectionWorker: @unchecked Sendable {
             try start(spec, id: id, on: session)
         }
         core.setConnected(generation: generation)
-        logger.info("connected to the broker", metadata: ["amqp.consumers": "\(channels.count)"])
+        core.setBroker(session.broker)
+        logger.info("connected to the broker", metadata: ["amqp.consumers": "\(channels.count)", "amqp.broker": "\(session.broker)"])
     }
 
     /// Runs while connected; returns after a requested close, throws when the connection fails.
@@ -98,6 +106,7 @@ final class ConnectionWorker: @unchecked Sendable {
                 try drainAndClose()
                 return
             }
+            try recyclePublishChannelIfNacked()
             try sendBacklog()
             expireBacklog()
             expireConfirms()
@@ -109,18 +118,22 @@ final class ConnectionWorker: @unchecked Sendable {
         let wasBlocked = core.blockedReason != nil
         core.setDisconnected(error)
         if wasBlocked { onBlocked(nil) }
+        let broker = configuration.brokers[rotation.current]
+        var metadata: Logger.Metadata = ["amqp.error": "\(error.message)", "amqp.broker": "\(broker)"]
+        if configuration.brokers.count > 1 { metadata["amqp.next_broker"] = "\(configuration.brokers[rotation.following])" }
         if let session {
-            logger.warning("broker connection lost; reconnecting", metadata: ["amqp.error": "\(error.message)"])
+            logger.warning("broker connection lost; reconnecting", metadata: metadata)
             if error.code == .channelClosed || error.code == .protocolError { session.close() }
         } else if !closing {
-            logger.warning("cannot connect to the broker", metadata: ["amqp.error": "\(error.message)"])
+            logger.warning("cannot connect to the broker", metadata: metadata)
         }
         session = nil
         let lost = AMQPError(
             .connectionLost,
-            "the connection to \(configuration.endpointDescription) failed before the broker confirmed this publish (\(error.message))"
+            "the connection to \(configuration.endpointDescription(of: broker)) failed before the broker confirmed this publish (\(error.message))"
         )
         for pending in confirms.removeAll() { pending.complete(.failure(lost)) }
+        publishChannelNacked = false
         inbound.removeAll()
         channels.connectionLost()
     }
@@ -236,7 +249,7 @@ final class ConnectionWorker: @unchecked Sendable {
     /// Sends waiting publishes, unless the broker blocks this connection: then they wait (and fail at
     /// their deadline), since the broker would not read them anyway.
     private func sendBacklog() throws(AMQPError) {
-        guard let session, core.blockedReason == nil else { return }
+        guard let session, core.blockedReason == nil, !publishChannelNacked else { return }
         while backlogHead < backlog.count, confirms.count < configuration.maxUnconfirmedPublishes {
             let pending = backlog[backlogHead]
             backlogHead += 1
@@ -255,6 +268,27 @@ final class ConnectionWorker: @unchecked Sendable {
             backlog.removeFirst(backlogHead)
             backlogHead = 0
         }
+    }
+
+    /// After a nack, replaces the publish channel by a fresh one as soon as nothing sent on it is
+    /// waiting for its confirm. A nack means the broker could not store a publish, and RabbitMQ
+    /// 3.10 can keep nacking every publish of that channel to a quorum queue whose leader died
+    /// just before the channel's first publish there, even once a new leader serves it (measured:
+    /// 60 s of nacks on one channel, while a new channel published at once). The cost is two round
+    /// trips per nacked burst; publishes wait meanwhile.
+    private func recyclePublishChannelIfNacked() throws(AMQPError) {
+        guard publishChannelNacked, confirms.isEmpty, let session else { return }
+        try session.closeChannel(Self.publishChannel)
+        // Confirms the broker sent before its close-ok belong to the old channel's numbering: take
+        // them (late ones of expired publishes are ignored) before numbering starts again at 1.
+        while session.hasQueuedFrames, let frame = try session.nextFrame() {
+            try handle(frame, session: session)
+        }
+        confirms = ConfirmTracker()
+        publishChannelNacked = false
+        try session.openChannel(Self.publishChannel)
+        try session.enableConfirms(on: Self.publishChannel)
+        logger.info("opened a new publish channel after the broker nacked a publish")
     }
 
     /// Fails publishes that could not be sent within the publish timeout (oldest are first).
@@ -304,6 +338,7 @@ final class ConnectionWorker: @unchecked Sendable {
             for (pending, result) in confirms.settle(tag: tag, multiple: multiple, nack: false) { pending.complete(result) }
         case .basicNack(_, let tag, let multiple):
             for (pending, result) in confirms.settle(tag: tag, multiple: multiple, nack: true) { pending.complete(result) }
+            publishChannelNacked = true
         case .basicReturn(let channel, let replyCode, let replyText, let exchange, let routingKey):
             inbound[channel] = InboundMessage(kind: .returned(replyCode: replyCode, replyText: replyText), exchange: exchange, routingKey: routingKey)
         case .basicDeliver(let channel, let tag, let redelivered, let exchange, let routingKey):

@@ -9,14 +9,17 @@ import Foundation
 final class RabbitSession {
     private let state: amqp_connection_state_t
     let configuration: AMQPConfiguration
+    /// The broker of ``configuration`` this session is connected to.
+    let broker: AMQPBroker
 
-    /// Opens the socket (with TLS when configured), logs in and negotiates heartbeats.
-    init(configuration: AMQPConfiguration) throws(AMQPError) {
+    /// Opens the socket to `broker` (with TLS when configured), logs in and negotiates heartbeats.
+    init(configuration: AMQPConfiguration, broker: AMQPBroker) throws(AMQPError) {
         guard let state = amqp_new_connection() else {
             throw AMQPError(.connectionFailed, "rabbitmq-c could not allocate a connection")
         }
         self.state = state
         self.configuration = configuration
+        self.broker = broker
         try open()
     }
 
@@ -25,7 +28,7 @@ final class RabbitSession {
     }
 
     private func open() throws(AMQPError) {
-        let endpoint = "\(configuration.host):\(configuration.port)"
+        let endpoint = "\(broker)"
         let socket: OpaquePointer?
         if let tls = configuration.tls {
             socket = amqp_ssl_socket_new(state)
@@ -52,7 +55,7 @@ final class RabbitSession {
         var connectTimeout = Self.timeval(configuration.connectTimeout)
         var rpcTimeout = Self.timeval(configuration.rpcTimeout)
         errno = 0
-        let status = amqp_socket_open_noblock(socket, configuration.host, Int32(configuration.port), &connectTimeout)
+        let status = amqp_socket_open_noblock(socket, broker.host, Int32(broker.port), &connectTimeout)
         guard status == AMQP_STATUS_OK.rawValue else {
             // rabbitmq-c connects without blocking; EINPROGRESS says nothing about why it failed.
             let cause = errno != 0 && errno != EINPROGRESS && errno != EAGAIN ? " (\(String(cString: strerror(errno))))" : ""
@@ -79,7 +82,7 @@ final class RabbitSession {
         )
         withExtendedLifetime(arena) {}
         do {
-            try check(reply, "login to \(configuration.endpointDescription) as '\(configuration.user)'")
+            try check(reply, "login to \(configuration.endpointDescription(of: broker)) as '\(configuration.user)'")
         } catch {
             // With TLS 1.3 the broker checks a client certificate after the client's side of the
             // handshake is done, so a certificate it refuses (or requires but did not get) breaks the
@@ -126,12 +129,18 @@ final class RabbitSession {
             try check(amqp_get_rpc_reply(state), "declaring exchange '\(exchange.name)'")
         }
         for queue in topology.queues {
-            let arena = CArena()
-            amqp_queue_declare(
-                state, channel, arena.bytes(queue.name), 0, queue.durable ? 1 : 0, queue.exclusive ? 1 : 0,
-                queue.autoDelete ? 1 : 0, arena.table(queue.arguments)
-            )
-            try check(amqp_get_rpc_reply(state), "declaring queue '\(queue.name)'")
+            do throws(AMQPError) {
+                try declare(queue, arguments: queue.arguments.merging(queue.creationArguments) { given, _ in given }, on: channel)
+            } catch let error
+                where error.code == .channelClosed && !queue.creationArguments.isEmpty
+                && queue.creationArguments.keys.contains(where: { error.message.contains("inequivalent arg '\($0)'") })
+            {
+                // The queue exists, created with other creation arguments: it keeps them. Declare it
+                // again without them on a fresh channel, so every other argument is still checked.
+                confirmChannelClose(channel)
+                try openChannel(channel)
+                try declare(queue, arguments: queue.arguments, on: channel)
+            }
         }
         for binding in topology.bindings {
             let arena = CArena()
@@ -141,6 +150,15 @@ final class RabbitSession {
             )
             try check(amqp_get_rpc_reply(state), "binding queue '\(binding.queue)' to '\(binding.exchange)' with '\(binding.routingKey)'")
         }
+    }
+
+    private func declare(_ queue: AMQPTopology.Queue, arguments: AMQPTable, on channel: UInt16) throws(AMQPError) {
+        let arena = CArena()
+        amqp_queue_declare(
+            state, channel, arena.bytes(queue.name), 0, queue.durable ? 1 : 0, queue.exclusive ? 1 : 0,
+            queue.autoDelete ? 1 : 0, arena.table(arguments)
+        )
+        try check(amqp_get_rpc_reply(state), "declaring queue '\(queue.name)'")
     }
 
     /// Sets the channel's prefetch and starts a consumer; returns the broker-assigned consumer tag.
@@ -203,6 +221,16 @@ final class RabbitSession {
     func reject(tag: UInt64, requeue: Bool, on channel: UInt16) throws(AMQPError) {
         try error(status: amqp_basic_reject(state, channel, tag, requeue ? 1 : 0), "rejecting \(tag)")
     }
+
+    /// Closes `channel` from our side and waits for the broker's `close-ok`; frames of other
+    /// channels (and this one's, sent before the close) that arrive meanwhile stay queued for
+    /// ``nextFrame()``.
+    func closeChannel(_ channel: UInt16) throws(AMQPError) {
+        try check(amqp_channel_close(state, channel, Int32(AMQP_REPLY_SUCCESS)), "closing channel \(channel)")
+    }
+
+    /// Whether rabbitmq-c holds frames it read during an RPC (see ``closeChannel(_:)``).
+    var hasQueuedFrames: Bool { amqp_frames_enqueued(state) != 0 }
 
     /// Answers a broker-initiated channel close so the channel number can be opened again.
     func confirmChannelClose(_ channel: UInt16) {

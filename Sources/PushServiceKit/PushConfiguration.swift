@@ -1,3 +1,4 @@
+import AMQP
 import Foundation
 import Logging
 
@@ -10,7 +11,8 @@ import Logging
 ///
 /// | key | property | default | accepted values |
 /// |---|---|---|---|
-/// | `PUSH_AMQP_URL` | ``amqpURL`` | `amqp://guest:guest@127.0.0.1:5672/%2f` | `amqp://` or `amqps://` URL with a host |
+/// | `PUSH_AMQP_URL` | ``amqpURL`` | `amqp://guest:guest@127.0.0.1:5672/%2f` | `amqp://` or `amqps://` URL with a host; a cluster's brokers separated by commas (`amqp://u:p@rabbit-0/%2f,rabbit-1,rabbit-2:5673`, see `AMQPConfiguration`) |
+/// | `PUSH_AMQP_QUORUM_SIZE` | ``amqpQuorumSize`` | none: every node of the cluster when the queue is created | 1–99: replicas of each quorum queue the services create (queues that exist keep theirs) |
 /// | `PUSH_REDIS_URL` | ``redisURL`` | `redis://127.0.0.1:6379/0` | `redis://` or `rediss://` URL with a host, optional `/<db>` |
 /// | `PUSH_APPS_FILE` | ``appsFile`` | `config/apps.json` | a path (read by ``loadAppsFile(requireCredentialFiles:)``) |
 /// | `PUSH_APNS_ENDPOINT` | ``apnsEndpoint`` | none: per app, production or sandbox | `https://host[:port]`, no path |
@@ -27,8 +29,12 @@ import Logging
 /// `PUSH_HTTP_PORT: "80a" is not a port number (1–65535)`. Unknown `PUSH_*` keys are not errors; log
 /// them with ``PushConfigurationReader/warnAboutUnknownKeys(known:logger:)``.
 public struct PushConfiguration: Sendable, Hashable {
-    /// RabbitMQ (`amqps://` for TLS).
-    public var amqpURL: URL
+    /// RabbitMQ (`amqps://` for TLS): one URL, or a cluster's brokers separated by commas; checked
+    /// when read (it makes an `AMQPConfiguration`).
+    public var amqpURL: String
+    /// Replicas of each quorum queue a service creates (`x-quorum-initial-group-size`); nil leaves
+    /// RabbitMQ's default, every node of the cluster at that moment.
+    public var amqpQuorumSize: Int?
     /// Redis.
     public var redisURL: URL
     /// The apps file: per-app APNs credentials, ingest keys and limits.
@@ -58,7 +64,7 @@ public struct PushConfiguration: Sendable, Hashable {
     /// The defaults, with the service's own port: `PushConfiguration(httpPort: DefaultHTTPPort.send)`.
     public init(
         httpPort: Int,
-        amqpURL: URL = PushConfiguration.defaultAMQPURL,
+        amqpURL: String = PushConfiguration.defaultAMQPURL,
         redisURL: URL = PushConfiguration.defaultRedisURL,
         appsFile: String = "config/apps.json",
         apnsEndpoint: URL? = nil,
@@ -83,7 +89,7 @@ public struct PushConfiguration: Sendable, Hashable {
     }
 
     /// `amqp://guest:guest@127.0.0.1:5672/%2f`
-    public static let defaultAMQPURL = URL(string: "amqp://guest:guest@127.0.0.1:5672/%2f")!
+    public static let defaultAMQPURL = "amqp://guest:guest@127.0.0.1:5672/%2f"
     /// `redis://127.0.0.1:6379/0`
     public static let defaultRedisURL = URL(string: "redis://127.0.0.1:6379/0")!
 
@@ -125,18 +131,47 @@ extension PushConfiguration {
         self = try Self.table.read(reader, defaults: defaults)
     }
 
+    /// `PUSH_AMQP_URL`: one URL, or a cluster's brokers separated by commas, checked by making an
+    /// `AMQPConfiguration` of it.
+    private static let amqpURLKey = ConfigurationKey<PushConfiguration>(
+        "PUSH_AMQP_URL", "RabbitMQ URL (amqps:// for TLS); a cluster's brokers separated by commas", default: { $0.amqpURL }
+    ) { reader, settings, defaults throws(ConfigurationError) in
+        guard let text = reader.string("PUSH_AMQP_URL") else {
+            settings.amqpURL = defaults.amqpURL
+            return
+        }
+        do throws(AMQPError) {
+            _ = try AMQPConfiguration(url: text, connectionName: "configuration check")
+        } catch {
+            throw reader.invalidValue(
+                "PUSH_AMQP_URL", text,
+                "is not an AMQP URL (amqp://user:password@host:port/vhost, or amqps:// for TLS; a cluster's brokers separated by commas): \(error.message)"
+            )
+        }
+        settings.amqpURL = text
+    }
+
+    /// `PUSH_AMQP_QUORUM_SIZE`: unset leaves RabbitMQ's default.
+    private static let amqpQuorumSizeKey = ConfigurationKey<PushConfiguration>(
+        "PUSH_AMQP_QUORUM_SIZE", "replicas of each quorum queue created (x-quorum-initial-group-size)",
+        default: { (settings: PushConfiguration) -> String in
+            guard let size = settings.amqpQuorumSize else { return "every node of the cluster when a queue is created" }
+            return String(size)
+        }
+    ) { reader, settings, defaults throws(ConfigurationError) in
+        guard reader.string("PUSH_AMQP_QUORUM_SIZE") != nil else {
+            settings.amqpQuorumSize = defaults.amqpQuorumSize
+            return
+        }
+        settings.amqpQuorumSize = try reader.int("PUSH_AMQP_QUORUM_SIZE", default: 0, in: 1...99)
+    }
+
     /// Every key, in reading order: the key set, the reader, `--help` and the README's table come from it.
     public static let table = ConfigurationTable<PushConfiguration>(
         "Configuration (environment variables; PUSH_CONFIG_FILE names an optional JSON file of the same keys, which the environment overrides)",
         [
-            ConfigurationKey("PUSH_AMQP_URL", "RabbitMQ URL (amqps:// for TLS)", default: { $0.amqpURL.absoluteString }) {
-                reader, settings, defaults throws(ConfigurationError) in
-                settings.amqpURL =
-                    try reader.url(
-                        "PUSH_AMQP_URL", schemes: ["amqp", "amqps"],
-                        expected: "an AMQP URL (amqp://user:password@host:port/vhost, or amqps:// for TLS)"
-                    ) ?? defaults.amqpURL
-            },
+            amqpURLKey,
+            amqpQuorumSizeKey,
             ConfigurationKey("PUSH_REDIS_URL", "Redis URL", default: { $0.redisURL.absoluteString }) {
                 reader, settings, defaults throws(ConfigurationError) in
                 let url = try reader.url(

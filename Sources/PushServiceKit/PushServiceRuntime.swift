@@ -28,13 +28,15 @@ public struct PushServiceRuntime: Sendable {
         self.logger = logger
         self.queues = queues
         let host = ProcessInfo.processInfo.hostName
-        let amqpConfiguration = try AMQPConfiguration(url: configuration.amqpURL.absoluteString, connectionName: "\(name)@\(host)")
+        let amqpConfiguration = try AMQPConfiguration(url: configuration.amqpURL, connectionName: "\(name)@\(host)")
         // Publishes on a connection of their own: under a memory or disk alarm the broker stops
         // reading a publishing connection, and the consumers' acks, which free the memory, must get through.
         let blocked = Gauge(label: "push_amqp_publishing_blocked")
         blocked.record(0)
         self.amqp = AMQPConnection(
-            configuration: amqpConfiguration, topology: .push(queues), logger: logger, publishing: .separate,
+            configuration: amqpConfiguration, topology: AMQPTopology.push(queues).quorumInitialGroupSize(configuration.amqpQuorumSize),
+            logger: logger,
+            publishing: .separate,
             onBlocked: { reason in blocked.record(reason == nil ? 0 : 1) })
         let redisConfiguration = try RedisConfiguration(url: configuration.redisURL.absoluteString)
         self.redis = RedisClient(configuration: redisConfiguration, logger: logger)

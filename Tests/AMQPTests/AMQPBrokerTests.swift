@@ -100,6 +100,34 @@ import Testing
         }
     }
 
+    @Test func aQueueThatExistsKeepsItsQuorumSizeAndOtherArgumentsAreStillChecked() async throws {
+        let queue = TestServers.uniqueName("amqp.quorum-size")
+        try await withAMQPConnection(name: "quorum-size", topology: quorumQueue(queue)) { connection in
+            // Created without a size; declared again with one: not an error, RabbitMQ keeps its members.
+            try await connection.declare(quorumQueue(queue).quorumInitialGroupSize(1))
+            try await connection.publish(message("after a creation argument", to: queue))
+            let status = try await connection.queueStatus(queue)
+            #expect(status.messages == 1)
+            // Another argument that differs is still refused, with the size given too.
+            var other = quorumQueue(queue).quorumInitialGroupSize(1)
+            other.queues[0].arguments["x-max-length"] = .int64(5)
+            await #expect {
+                try await connection.declare(other)
+            } throws: { error in
+                guard let error = error as? AMQPError else { return false }
+                return error.code == .channelClosed && error.replyCode == 406 && error.message.contains("x-max-length")
+            }
+            try await connection.deleteQueue(queue)
+        }
+        // A new queue is created with the size.
+        let fresh = TestServers.uniqueName("amqp.quorum-size-new")
+        try await withAMQPConnection(name: "quorum-size-new", topology: quorumQueue(fresh).quorumInitialGroupSize(1)) { connection in
+            try await connection.publish(message("into a new queue", to: fresh))
+            #expect(try await connection.queueStatus(fresh).messages == 1)
+            try await connection.deleteQueue(fresh)
+        }
+    }
+
     @Test func aRejectedMessageLandsInTheDeadLetterQueue() async throws {
         let names = PushQueues(prefix: TestServers.uniqueName("dlx"))
         try await withAMQPConnection(name: "dlx", topology: .push(names)) { connection in
@@ -191,6 +219,14 @@ import Testing
             let results = await connection.publish((0..<5).map { message("more \($0)", to: queue) })
             #expect(results.allSatisfy { if case .failure(let error) = $0 { error.code == .nacked } else { false } })
             #expect(try await connection.queueStatus(queue).messages == accepted)
+            // The nacks make the connection publish on a fresh channel, whose confirms are numbered
+            // from 1 again: a burst to another queue is confirmed publish by publish.
+            let other = TestServers.uniqueName("amqp.after-nack")
+            try await connection.declare(quorumQueue(other))
+            let burst = await connection.publish((0..<500).map { message("after \($0)", to: other) })
+            #expect(burst.allSatisfy { if case .success = $0 { true } else { false } })
+            #expect(try await connection.queueStatus(other).messages == 500)
+            try await connection.deleteQueue(other)
             try await connection.deleteQueue(queue)
         }
     }

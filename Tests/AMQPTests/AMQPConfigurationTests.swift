@@ -64,6 +64,75 @@ import Testing
         }
     }
 
+    @Test func aClusterIsAListOfBrokersSharingTheFirstURLsSettings() throws {
+        let configuration = try AMQPConfiguration(
+            url:
+                "amqps://push:s%2Cecret@rabbit-0:5671/prod?heartbeat=5,rabbit-1, rabbit-2:5681,[::1]:5682,amqps://push:s%2Cecret@rabbit-3/prod?heartbeat=5",
+            connectionName: "t")
+        #expect(
+            configuration.brokers == [
+                AMQPBroker(host: "rabbit-0", port: 5671), AMQPBroker(host: "rabbit-1", port: 5671), AMQPBroker(host: "rabbit-2", port: 5681),
+                AMQPBroker(host: "::1", port: 5682), AMQPBroker(host: "rabbit-3", port: 5671),
+            ])
+        #expect(configuration.host == "rabbit-0")
+        #expect(configuration.password == "s,ecret")
+        #expect(configuration.virtualHost == "prod")
+        #expect(configuration.heartbeat == .seconds(5))
+        #expect(configuration.endpointDescription(of: configuration.brokers[3]) == "amqps://[::1]:5682/prod")
+        #expect(configuration.endpointDescription.hasPrefix("amqps://rabbit-0:5671/prod,amqps://rabbit-1:5671/prod,"))
+    }
+
+    @Test(arguments: [
+        ("amqp://a/%2f,", "an empty broker"),
+        ("amqp://a/%2f,,b", "an empty broker"),
+        ("amqp://a/%2f,b:0", "port 0 is not in 1–65535"),
+        ("amqp://a/%2f,b/vhost", "neither host[:port] nor an amqp:// URL"),
+        ("amqp://a/%2f,[::1", "closing ]"),
+        ("amqp://a/%2f,amqp://b/other", "differs from the first broker in more than host and port"),
+        ("amqp://a/%2f,amqps://b/%2f", "differs from the first broker"),
+        ("amqp://u:p@a/%2f,amqp://u:q@b/%2f", "differs from the first broker"),
+        ("amqp://a/%2f,a:5672", "broker a:5672 is listed twice"),
+    ])
+    func badBrokerListsNameTheEntry(url: String, expected: String) {
+        #expect {
+            try AMQPConfiguration(url: url, connectionName: "t")
+        } throws: { error in
+            guard let error = error as? AMQPError else { return false }
+            return error.code == .invalidURL && error.message.contains(expected)
+        }
+    }
+
+    @Test func aListsPasswordsAreRedactedEntryByEntry() {
+        #expect(AMQPConfiguration.redacted("amqp://u:one@a/%2f,amqp://u:two@b/%2f") == "amqp://u:***@a/%2f,amqp://u:***@b/%2f")
+    }
+
+    @Test func theRotationMovesOnAfterEachFailureAndWrapsAround() {
+        var rotation = BrokerRotation(count: 3, start: 1)
+        #expect(rotation.current == 1)
+        #expect(rotation.following == 2)
+        rotation.moveOn()
+        #expect(rotation.current == 2)
+        rotation.moveOn()
+        #expect(rotation.current == 0)
+        var single = BrokerRotation(count: 1)
+        single.moveOn()
+        #expect(single.current == 0)
+        let starts = Set((0..<200).map { _ in BrokerRotation(count: 3).current })
+        #expect(starts == [0, 1, 2], "a fleet spreads its first connections over every broker")
+    }
+
+    @Test func quorumQueuesGetTheInitialGroupSizeAsACreationArgument() {
+        let topology = AMQPTopology(queues: [
+            .init(name: "q", arguments: ["x-queue-type": "quorum"]), .init(name: "classic"),
+        ]).quorumInitialGroupSize(3)
+        #expect(topology.queues[0].creationArguments == ["x-quorum-initial-group-size": .int64(3)])
+        #expect(topology.queues[0].arguments == ["x-queue-type": "quorum"])
+        #expect(topology.queues[1].creationArguments.isEmpty)
+        #expect(
+            AMQPTopology(queues: [.init(name: "q", arguments: ["x-queue-type": "quorum"])]).quorumInitialGroupSize(nil).queues[0].creationArguments
+                .isEmpty)
+    }
+
     @Test func errorsNeverShowThePassword() {
         #expect {
             try AMQPConfiguration(url: "ftp://user:secret@host/", connectionName: "t")

@@ -13,7 +13,7 @@ import Testing
         try await broker.start()
         PushMetrics.bootstrap()
         var configuration = PushConfiguration(httpPort: 0, httpHost: "127.0.0.1")
-        configuration.amqpURL = try #require(URL(string: broker.url))
+        configuration.amqpURL = broker.url
         configuration.redisURL = try #require(URL(string: TestServers.redisURL))
         let runtime = try PushServiceRuntime(name: "blocked-test", configuration: configuration, logger: TestLogger.make("blocked-test"))
         let amqp = try #require(runtime.readinessChecks.first { $0.name == "amqp" })

@@ -28,7 +28,7 @@ struct PushConfigurationTests {
     @Test func defaultsAreTheContractsWithTheServicePort() async throws {
         let configuration = try await Self.load([:])
         #expect(configuration == Self.defaults)
-        #expect(configuration.amqpURL.absoluteString == "amqp://guest:guest@127.0.0.1:5672/%2f")
+        #expect(configuration.amqpURL == "amqp://guest:guest@127.0.0.1:5672/%2f")
         #expect(configuration.redisURL.absoluteString == "redis://127.0.0.1:6379/0")
         #expect(configuration.appsFile == "config/apps.json")
         #expect(configuration.apnsEndpoint == nil)
@@ -51,6 +51,7 @@ struct PushConfigurationTests {
     @Test func everyKeyIsReadFromTheEnvironment() async throws {
         let configuration = try await Self.load([
             "PUSH_AMQP_URL": "amqps://user:pw@rabbit.example:5671/prod",
+            "PUSH_AMQP_QUORUM_SIZE": "3",
             "PUSH_REDIS_URL": "rediss://:pw@redis.example:6380/2",
             "PUSH_APPS_FILE": "/etc/push/apps.json",
             "PUSH_APNS_ENDPOINT": "https://127.0.0.1:2197",
@@ -62,7 +63,8 @@ struct PushConfigurationTests {
             "PUSH_LOG_FORMAT": "json",
             "PUSH_SHUTDOWN_TIMEOUT_S": "2.5",
         ])
-        #expect(configuration.amqpURL.absoluteString == "amqps://user:pw@rabbit.example:5671/prod")
+        #expect(configuration.amqpURL == "amqps://user:pw@rabbit.example:5671/prod")
+        #expect(configuration.amqpQuorumSize == 3)
         #expect(configuration.redisURL.absoluteString == "rediss://:pw@redis.example:6380/2")
         #expect(configuration.appsFile == "/etc/push/apps.json")
         #expect(configuration.apnsEndpoint?.absoluteString == "https://127.0.0.1:2197")
@@ -100,11 +102,19 @@ struct PushConfigurationTests {
         ("PUSH_HTTP_PORT", "-1", #"PUSH_HTTP_PORT: "-1" is not a port number (1–65535)"#),
         (
             "PUSH_AMQP_URL", "http://rabbit:5672",
-            #"PUSH_AMQP_URL: "http://rabbit:5672" is not an AMQP URL (amqp://user:password@host:port/vhost, or amqps:// for TLS)"#
+            #"PUSH_AMQP_URL: "http://rabbit:5672" is not an AMQP URL (amqp://user:password@host:port/vhost, or amqps:// for TLS; a cluster's brokers separated by commas): unsupported scheme 'http' in 'http://rabbit:5672' (expected amqp or amqps)"#
         ),
         (
             "PUSH_AMQP_URL", "amqp://",
-            #"PUSH_AMQP_URL: "amqp://" is not an AMQP URL (amqp://user:password@host:port/vhost, or amqps:// for TLS)"#
+            #"PUSH_AMQP_URL: "amqp://" is not an AMQP URL (amqp://user:password@host:port/vhost, or amqps:// for TLS; a cluster's brokers separated by commas): no host in 'amqp://'"#
+        ),
+        (
+            "PUSH_AMQP_URL", "amqp://a:5672/%2f,b:x",
+            #"PUSH_AMQP_URL: "amqp://a:5672/%2f,b:x" is not an AMQP URL (amqp://user:password@host:port/vhost, or amqps:// for TLS; a cluster's brokers separated by commas): broker 'b:x': invalid port 'x'"#
+        ),
+        (
+            "PUSH_AMQP_QUORUM_SIZE", "0",
+            #"PUSH_AMQP_QUORUM_SIZE: "0" is not a whole number (1–99)"#
         ),
         (
             "PUSH_REDIS_URL", "127.0.0.1:6379",
@@ -166,7 +176,7 @@ struct PushConfigurationTests {
             ])
             #expect(configuration.httpPort == 9300)
             #expect(configuration.logFormat == .json)
-            #expect(configuration.amqpURL.host == "environment")
+            #expect(configuration.amqpURL == "amqp://environment:5672/%2f")
             #expect(configuration.shutdownTimeout == .seconds(5))
             #expect(configuration.redisURL == PushConfiguration.defaultRedisURL)
         }

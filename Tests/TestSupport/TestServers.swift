@@ -125,3 +125,52 @@ public struct LocalServerError: Error, CustomStringConvertible {
     public let output: String
     public var description: String { "\(command) exited with \(status):\n\(output)" }
 }
+
+/// A private cluster of local servers started through the project's scripts
+/// (`scripts/rabbitmq-cluster.sh`, `scripts/redis-cluster.sh`), for tests that kill a node.
+public struct LocalCluster: Sendable {
+    public enum Kind: String, Sendable {
+        case rabbitmq = "rabbitmq-cluster"
+        case redis = "redis-cluster"
+    }
+
+    public let kind: Kind
+    public let name: String
+    public let port: Int
+
+    public init(_ kind: Kind, name: String, port: Int) {
+        self.kind = kind
+        self.name = name
+        self.port = port
+    }
+
+    /// Starts every node (idempotent) and returns once the cluster is whole.
+    public func start() async throws { try await script("start", ["--port", String(port)]) }
+
+    /// Stops every node.
+    public func stop() async throws { try await script("stop") }
+
+    /// The URL listing every node (`url` verb).
+    public func url() async throws -> String {
+        try await script("url").split(whereSeparator: \.isNewline).last.map(String.init) ?? ""
+    }
+
+    /// SIGKILL of node `index` (1-based); its data stays.
+    public func killNode(_ index: Int) async throws { try await script("kill-node", [String(index)]) }
+
+    /// Starts node `index` again; it rejoins the cluster.
+    public func startNode(_ index: Int) async throws { try await script("start-node", [String(index)]) }
+
+    /// Runs `scripts/<kind>.sh VERB --name N ARGS` and returns its output.
+    @discardableResult
+    public func script(_ verb: String, _ extra: [String] = []) async throws -> String {
+        let path = TestServers.packageRoot.appendingPathComponent("scripts/\(kind.rawValue).sh").path
+        let arguments = [verb] + extra + ["--name", name]
+        let child = try ChildProcess(["/bin/bash", path] + arguments)
+        let status = await child.waitForExit()
+        guard status == 0 else {
+            throw LocalServerError(command: "\(path) \(arguments.joined(separator: " "))", status: status, output: child.output)
+        }
+        return child.output
+    }
+}
