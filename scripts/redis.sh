@@ -1,25 +1,40 @@
 #!/usr/bin/env bash
 # A local Redis on 127.0.0.1, one instance per name, for development and tests.
 #
-#   scripts/redis.sh start|stop|restart|status [--name NAME] [--port PORT]
+#   scripts/redis.sh start|stop|restart|status|kill [--name NAME] [--port PORT]
+#                    [--cluster-node-timeout MS]
 #
 # Instance directory: ${PUSH_LOCAL_DIR:-<package root>/.local}/redis-NAME/
 #   data/ (AOF, appendfsync everysec, no RDB snapshots), redis.log, redis.pid, port
 # Defaults: --name dev, --port 6379. `start` is idempotent and returns once Redis answers PING;
 # `stop` sends SIGTERM to the PID (Redis flushes the AOF) and waits until it has exited;
-# `restart` keeps the data. `status` exits 0 when running, 3 when stopped.
+# `restart` keeps the data. `status` exits 0 when running, 3 when stopped. `kill` SIGKILLs it, as a
+# crash would (the AOF keeps what was fsynced).
+# --cluster-node-timeout MS (start): a Redis Cluster node (cluster-enabled, nodes.conf in data/, bus
+#   port PORT+10000, failover after MS without an answer); remembered for later starts.
+#   scripts/redis-cluster.sh makes a cluster of such nodes.
 # Environment: PUSH_LOCAL_DIR, PUSH_REDIS_START_TIMEOUT (s, default 10; longer while loading data),
 # PUSH_QUIET=1 (no progress lines, only errors).
 set -euo pipefail
 
 usage() {
-    sed -n '2,12s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+    sed -n '2,17s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
 }
 
 # shellcheck source=scripts/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-parse_instance_args 6379 "$@"
+NODE_TIMEOUT=""
+args=()
+while (($#)); do
+    case $1 in
+        --cluster-node-timeout) NODE_TIMEOUT=${2:?--cluster-node-timeout needs milliseconds}; shift 2 ;;
+        *) args+=("$1"); shift ;;
+    esac
+done
+EXTRA_VERBS="kill" parse_instance_args 6379 "${args[@]}"
+[[ -z $NODE_TIMEOUT || $NODE_TIMEOUT =~ ^[1-9][0-9]{2,5}$ ]] || die "invalid --cluster-node-timeout '$NODE_TIMEOUT' (100-999999 ms)"
+((PORT + 10000 <= 65535)) || [[ -z $NODE_TIMEOUT ]] || die "--port $PORT is too high for a cluster node (its bus port is PORT+10000)"
 
 DIR="$PUSH_LOCAL_DIR/redis-$NAME"
 PIDFILE="$DIR/redis.pid"
@@ -93,11 +108,17 @@ do_start() {
         fi
         mkdir -p "$DIR/data"
         printf '%s\n' "$PORT" >"$DIR/port"
+        [[ -n $NODE_TIMEOUT ]] && printf '%s\n' "$NODE_TIMEOUT" >"$DIR/cluster-node-timeout"
+        local cluster=()
+        if [[ -f $DIR/cluster-node-timeout ]]; then
+            read -r NODE_TIMEOUT <"$DIR/cluster-node-timeout"
+            cluster=(--cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout "$NODE_TIMEOUT")
+        fi
         started=$(now_ms)
         spawn_detached "$DIR" "$PIDFILE" "$LOG" \
             redis-server --port "$PORT" --bind 127.0.0.1 --protected-mode yes \
             --dir "$DIR/data" --daemonize no --logfile "$LOG" \
-            --appendonly yes --appendfsync everysec --save ""
+            --appendonly yes --appendfsync everysec --save "" "${cluster[@]}"
         pid=$(read_pid "$PIDFILE")
     fi
 
@@ -130,16 +151,28 @@ do_start() {
     fi
 }
 
+# kill: SIGKILL, as a crash or an OOM kill would.
+do_kill() {
+    local pid
+    pid=$(pid_of "$PIDFILE" "$DIR")
+    [[ -n $pid ]] || { info "not running"; return 0; }
+    kill -KILL "$pid" 2>/dev/null || true
+    wait_gone 5 "$pid" || die "$LABEL: PID $pid survived SIGKILL"
+    rm -f "$PIDFILE"
+    info "killed (pid $pid)"
+}
+
 if [[ ! -d $DIR ]]; then
     case $VERB in
         status) say "$LABEL: stopped"; exit 3 ;;
-        stop) info "not running"; exit 0 ;;
+        stop | kill) info "not running"; exit 0 ;;
     esac
 fi
 [[ $VERB == status ]] || lock_instance "$DIR"
 case $VERB in
     start) do_start ;;
     stop) do_stop ;;
+    kill) do_kill ;;
     restart)
         do_stop
         do_start

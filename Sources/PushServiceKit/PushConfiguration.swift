@@ -1,6 +1,7 @@
 import AMQP
 import Foundation
 import Logging
+import Redis
 
 /// What every service reads at start (CONTRACT.md, "Environment"), with its defaults.
 ///
@@ -13,7 +14,7 @@ import Logging
 /// |---|---|---|---|
 /// | `PUSH_AMQP_URL` | ``amqpURL`` | `amqp://guest:guest@127.0.0.1:5672/%2f` | `amqp://` or `amqps://` URL with a host; a cluster's brokers separated by commas (`amqp://u:p@rabbit-0/%2f,rabbit-1,rabbit-2:5673`, see `AMQPConfiguration`) |
 /// | `PUSH_AMQP_QUORUM_SIZE` | ``amqpQuorumSize`` | none: every node of the cluster when the queue is created | 1–99: replicas of each quorum queue the services create (queues that exist keep theirs) |
-/// | `PUSH_REDIS_URL` | ``redisURL`` | `redis://127.0.0.1:6379/0` | `redis://` or `rediss://` URL with a host, optional `/<db>` |
+/// | `PUSH_REDIS_URL` | ``redisURL`` | `redis://127.0.0.1:6379/0` | `redis://` URL with a host, optional `/<db>`; a Redis Cluster as `redis+cluster://host:port,host:port,…` (see `RedisConfiguration`) |
 /// | `PUSH_APPS_FILE` | ``appsFile`` | `config/apps.json` | a path (read by ``loadAppsFile(requireCredentialFiles:)``) |
 /// | `PUSH_APNS_ENDPOINT` | ``apnsEndpoint`` | none: per app, production or sandbox | `https://host[:port]`, no path |
 /// | `PUSH_APNS_CA_FILE` | ``apnsCAFile`` | none: the system trust store | a PEM path |
@@ -36,7 +37,7 @@ public struct PushConfiguration: Sendable, Hashable {
     /// RabbitMQ's default, every node of the cluster at that moment.
     public var amqpQuorumSize: Int?
     /// Redis.
-    public var redisURL: URL
+    public var redisURL: String
     /// The apps file: per-app APNs credentials, ingest keys and limits.
     public var appsFile: String
     /// Overrides every app's APNs endpoint, e.g. `https://127.0.0.1:2197` for `apns-sandbox`.
@@ -65,7 +66,7 @@ public struct PushConfiguration: Sendable, Hashable {
     public init(
         httpPort: Int,
         amqpURL: String = PushConfiguration.defaultAMQPURL,
-        redisURL: URL = PushConfiguration.defaultRedisURL,
+        redisURL: String = PushConfiguration.defaultRedisURL,
         appsFile: String = "config/apps.json",
         apnsEndpoint: URL? = nil,
         apnsCAFile: String? = nil,
@@ -91,7 +92,7 @@ public struct PushConfiguration: Sendable, Hashable {
     /// `amqp://guest:guest@127.0.0.1:5672/%2f`
     public static let defaultAMQPURL = "amqp://guest:guest@127.0.0.1:5672/%2f"
     /// `redis://127.0.0.1:6379/0`
-    public static let defaultRedisURL = URL(string: "redis://127.0.0.1:6379/0")!
+    public static let defaultRedisURL = "redis://127.0.0.1:6379/0"
 
     /// The default `PUSH_HTTP_PORT` of each service.
     public enum DefaultHTTPPort {
@@ -166,26 +167,32 @@ extension PushConfiguration {
         settings.amqpQuorumSize = try reader.int("PUSH_AMQP_QUORUM_SIZE", default: 0, in: 1...99)
     }
 
+    /// `PUSH_REDIS_URL`: checked by making a `RedisConfiguration` of it.
+    private static let redisURLKey = ConfigurationKey<PushConfiguration>(
+        "PUSH_REDIS_URL", "Redis URL; a Redis Cluster as redis+cluster://host:port,host:port,…", default: { $0.redisURL }
+    ) { reader, settings, defaults throws(ConfigurationError) in
+        guard let text = reader.string("PUSH_REDIS_URL") else {
+            settings.redisURL = defaults.redisURL
+            return
+        }
+        do throws(RedisError) {
+            _ = try RedisConfiguration(url: text, source: "PUSH_REDIS_URL")
+        } catch {
+            throw reader.invalidValue(
+                "PUSH_REDIS_URL", text,
+                "is not a Redis URL (redis://[:password@]host:port/db, or redis+cluster://host:port,host:port,… for a Redis Cluster): \(error.message)"
+            )
+        }
+        settings.redisURL = text
+    }
+
     /// Every key, in reading order: the key set, the reader, `--help` and the README's table come from it.
     public static let table = ConfigurationTable<PushConfiguration>(
         "Configuration (environment variables; PUSH_CONFIG_FILE names an optional JSON file of the same keys, which the environment overrides)",
         [
             amqpURLKey,
             amqpQuorumSizeKey,
-            ConfigurationKey("PUSH_REDIS_URL", "Redis URL", default: { $0.redisURL.absoluteString }) {
-                reader, settings, defaults throws(ConfigurationError) in
-                let url = try reader.url(
-                    "PUSH_REDIS_URL", schemes: ["redis", "rediss"],
-                    expected: "a Redis URL (redis://[:password@]host:port/db, or rediss:// for TLS)"
-                )
-                if let url, let text = reader.string("PUSH_REDIS_URL") {
-                    let database = url.path.hasPrefix("/") ? String(url.path.dropFirst()) : url.path
-                    if !database.isEmpty, Int(database) == nil {
-                        throw reader.invalidValue("PUSH_REDIS_URL", text, "has a database that is not a number (redis://host:port/<db>)")
-                    }
-                }
-                settings.redisURL = url ?? defaults.redisURL
-            },
+            redisURLKey,
             .string("PUSH_APPS_FILE", \.appsFile, "per-app APNs credentials, ingest keys and limits"),
             ConfigurationKey(
                 "PUSH_APNS_ENDPOINT", "APNs override, e.g. https://127.0.0.1:2197 for apns-sandbox",

@@ -38,7 +38,7 @@ public struct PushServiceRuntime: Sendable {
             logger: logger,
             publishing: .separate,
             onBlocked: { reason in blocked.record(reason == nil ? 0 : 1) })
-        let redisConfiguration = try RedisConfiguration(url: configuration.redisURL.absoluteString)
+        let redisConfiguration = try RedisConfiguration(url: configuration.redisURL)
         self.redis = RedisClient(configuration: redisConfiguration, logger: logger)
     }
 

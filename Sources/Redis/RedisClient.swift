@@ -8,29 +8,51 @@ import Synchronization
 /// core on reply conversion and for not stalling everything behind one big pipeline; the default is 2
 /// (`pool_size` in the URL). As a ``Service``, ``run()`` waits for graceful shutdown and then closes the
 /// connections, so put the client in the executable's `ServiceGroup` after the services that use it.
+///
+/// For a Redis Cluster (``RedisConfiguration/isCluster``, `redis+cluster://`), the client routes each
+/// command to the master of its key's slot, with a pool per master (see ``RedisClusterRouter``);
+/// callers see the same API.
 public final class RedisClient: RedisCommandExecutor, Service {
     public let configuration: RedisConfiguration
     private let connections: [RedisConnection]
     private let next = Atomic<Int>(0)
+    private let cluster: RedisClusterRouter?
 
     /// Creates the connections, which connect in the background; commands wait for them up to their
     /// timeout. Use ``connect(configuration:logger:)`` to fail fast on a wrong address or password.
     public convenience init(configuration: RedisConfiguration, logger: Logger) {
+        if configuration.isCluster {
+            let router = RedisClusterRouter(configuration: configuration, logger: logger)
+            Task { await router.refreshMap(force: true) }
+            self.init(configuration: configuration, connections: [], cluster: router)
+            return
+        }
         let connections = (0..<max(1, configuration.poolSize)).map { index in
             RedisConnection(configuration: configuration, logger: logger, name: "redis-\(index)")
         }
-        self.init(configuration: configuration, connections: connections)
+        self.init(configuration: configuration, connections: connections, cluster: nil)
     }
 
-    private init(configuration: RedisConfiguration, connections: [RedisConnection]) {
+    private init(configuration: RedisConfiguration, connections: [RedisConnection], cluster: RedisClusterRouter?) {
         self.configuration = configuration
         self.connections = connections
+        self.cluster = cluster
     }
 
     /// Opens every connection and returns once all are ready, or throws the first failure
     /// (``RedisError/Code/connectionFailed``, ``RedisError/Code/authenticationFailed``) after closing
     /// the others.
     public static func connect(configuration: RedisConfiguration, logger: Logger) async throws(RedisError) -> RedisClient {
+        if configuration.isCluster {
+            let router = RedisClusterRouter(configuration: configuration, logger: logger)
+            do throws(RedisError) {
+                try await router.connect()
+            } catch {
+                await router.close()
+                throw error
+            }
+            return RedisClient(configuration: configuration, connections: [], cluster: router)
+        }
         let count = max(1, configuration.poolSize)
         let results = await withTaskGroup(of: (Int, Result<RedisConnection, RedisError>).self) { group in
             for index in 0..<count {
@@ -60,24 +82,32 @@ public final class RedisClient: RedisCommandExecutor, Service {
             for connection in connections { await connection.close() }
             throw firstError
         }
-        return RedisClient(configuration: configuration, connections: connections)
+        return RedisClient(configuration: configuration, connections: connections, cluster: nil)
     }
 
     /// Whether every connection is up (for readiness checks).
     public var isConnected: Bool {
-        connections.allSatisfy(\.isConnected)
+        if let cluster { return cluster.isConnected }
+        return connections.allSatisfy(\.isConnected)
     }
 
+    /// For a Redis Cluster: each master and the number of slots it serves, as the client's map says
+    /// now; empty for a single server.
+    public var clusterSlotsPerMaster: [RedisEndpoint: Int] { cluster?.slotsPerMaster ?? [:] }
+
     public func send(_ command: RedisCommand) async throws(RedisError) -> RedisReply {
-        try await nextConnection().send(command)
+        if let cluster { return try await cluster.send(command) }
+        return try await nextConnection().send(command)
     }
 
     public func pipeline(_ commands: [RedisCommand]) async throws(RedisError) -> [RedisReply] {
-        try await nextConnection().pipeline(commands)
+        if let cluster { return try await cluster.pipeline(commands) }
+        return try await nextConnection().pipeline(commands)
     }
 
     /// Closes every connection (draining queued commands) and joins their threads.
     public func close() async {
+        await cluster?.close()
         for connection in connections { await connection.close() }
     }
 

@@ -12,6 +12,8 @@ public struct RedisCommand: Sendable, Hashable, ExpressibleByArrayLiteral, Custo
     private(set) var storage: [UInt8]
     /// `ends[i]` is the offset in ``storage`` just past argument `i`.
     private(set) var ends: [Int]
+    /// The key a Redis Cluster client routes a keyless command by (``routed(byKey:)``).
+    var routingOverride: [UInt8]?
 
     public init() {
         storage = []

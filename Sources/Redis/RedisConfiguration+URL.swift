@@ -1,5 +1,8 @@
 extension RedisConfiguration {
-    /// Parses `redis://[[user]:password@]host[:port][/db][?connect_timeout_ms=…&command_timeout_ms=…&pool_size=…]`.
+    /// Parses `redis://[[user]:password@]host[:port][/db][?connect_timeout_ms=…&command_timeout_ms=…&pool_size=…]`,
+    /// or `redis+cluster://[[user]:password@]host[:port],host[:port],…[/0][?…]` for a Redis Cluster:
+    /// the nodes listed are seeds the client learns the whole cluster from (``clusterSeeds``); one
+    /// reachable seed is enough, list a few. A cluster has database 0 only.
     ///
     /// Hand-written rather than `URLComponents`, which silently drops an unparsable port and accepts
     /// schemes we cannot serve; each error names the part that is wrong and `source` (where the URL
@@ -13,12 +16,13 @@ extension RedisConfiguration {
             throw fail("scheme", "missing 'redis://'", hint: "expected redis://[:password@]host[:port][/db]")
         }
         let scheme = url[..<schemeEnd.lowerBound].lowercased()
+        let isCluster = scheme == "redis+cluster"
         switch scheme {
-        case "redis": break
-        case "rediss":
+        case "redis", "redis+cluster": break
+        case "rediss", "rediss+cluster":
             throw fail("scheme", "'rediss://' (TLS) is not supported", hint: "the hiredis 0.14 here is built without SSL; use redis://")
         default:
-            throw fail("scheme", "unsupported scheme '\(scheme)'", hint: "expected redis")
+            throw fail("scheme", "unsupported scheme '\(scheme)'", hint: "expected redis, or redis+cluster for a Redis Cluster")
         }
         // The authority ends at the first '/' or '?' after the last '@', so a raw '/', '?' or '@' in
         // a password stays in the credentials instead of leaking into the path in an error message.
@@ -56,42 +60,18 @@ extension RedisConfiguration {
             password = secret
         }
 
-        // Host, optionally bracketed IPv6, then an optional port.
-        var host: Substring
-        var portText: Substring?
-        if authority.hasPrefix("[") {
-            guard let close = authority.firstIndex(of: "]") else {
-                throw fail("host", "unterminated '[' in the IPv6 host")
+        var endpoints: [RedisEndpoint] = []
+        for entry in authority.split(separator: ",", omittingEmptySubsequences: false) {
+            guard isCluster || endpoints.isEmpty else {
+                throw fail("host", "several hosts in a redis:// URL", hint: "a Redis Cluster is redis+cluster://host1:port,host2:port,…")
             }
-            host = authority[authority.index(after: authority.startIndex)..<close]
-            let after = authority[authority.index(after: close)...]
-            if !after.isEmpty {
-                guard after.hasPrefix(":") else { throw fail("host", "unexpected '\(after)' after the IPv6 host") }
-                portText = after.dropFirst()
-            }
-            guard !host.isEmpty, host.allSatisfy({ $0.isHexDigit || $0 == ":" || $0 == "." }) else {
-                throw fail("host", "invalid IPv6 host '\(host)'")
-            }
-        } else {
-            if let colon = authority.firstIndex(of: ":") {
-                host = authority[..<colon]
-                portText = authority[authority.index(after: colon)...]
-            } else {
-                host = authority
-            }
-            guard !host.isEmpty else { throw fail("host", "missing host") }
-            guard host.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "." || $0 == "-" || $0 == "_") }) else {
-                throw fail("host", "invalid host '\(host)'")
-            }
+            guard !entry.isEmpty || !isCluster else { throw fail("host", "an empty host in the list (two commas, or one at an end)") }
+            endpoints.append(try Self.endpoint(entry, fail: fail))
         }
-        var port = RedisConfiguration.defaultPort
-        if let portText {
-            guard let value = Self.decimal(portText), (1...65535).contains(value) else {
-                throw fail("port", "invalid port '\(portText)'", hint: "expected 1–65535")
-            }
-            port = value
+        if isCluster {
+            let repeated = Dictionary(grouping: endpoints, by: \.self).first { $0.value.count > 1 }?.key
+            if let repeated { throw fail("host", "\(repeated) is listed twice") }
         }
-
         var database = 0
         if !path.isEmpty {
             guard let value = Self.decimal(path), value <= Int(Int32.max) else {
@@ -100,7 +80,11 @@ extension RedisConfiguration {
             database = value
         }
 
-        self.init(host: String(host), port: port, database: database, username: username, password: password)
+        if isCluster, database != 0 {
+            throw fail("db", "database \(database) in a Redis Cluster URL", hint: "a cluster has database 0 only; write /0 or nothing")
+        }
+        self.init(host: endpoints[0].host, port: endpoints[0].port, database: database, username: username, password: password)
+        if isCluster { self.clusterSeeds = endpoints }
 
         for item in query.split(separator: "&", omittingEmptySubsequences: true) {
             let parts = item.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
@@ -120,6 +104,48 @@ extension RedisConfiguration {
                 throw fail(name, "unknown option '\(name)'", hint: "known: connect_timeout_ms, command_timeout_ms, pool_size")
             }
         }
+    }
+
+    /// One `host[:port]`: a name, an IPv4 address or a bracketed IPv6 address, and a port
+    /// (default 6379).
+    private static func endpoint(
+        _ authority: Substring, fail: (String, String, String?) -> RedisError
+    ) throws(RedisError) -> RedisEndpoint {
+        var host: Substring
+        var portText: Substring?
+        if authority.hasPrefix("[") {
+            guard let close = authority.firstIndex(of: "]") else {
+                throw fail("host", "unterminated '[' in the IPv6 host", nil)
+            }
+            host = authority[authority.index(after: authority.startIndex)..<close]
+            let after = authority[authority.index(after: close)...]
+            if !after.isEmpty {
+                guard after.hasPrefix(":") else { throw fail("host", "unexpected '\(after)' after the IPv6 host", nil) }
+                portText = after.dropFirst()
+            }
+            guard !host.isEmpty, host.allSatisfy({ $0.isHexDigit || $0 == ":" || $0 == "." }) else {
+                throw fail("host", "invalid IPv6 host '\(host)'", nil)
+            }
+        } else {
+            if let colon = authority.firstIndex(of: ":") {
+                host = authority[..<colon]
+                portText = authority[authority.index(after: colon)...]
+            } else {
+                host = authority
+            }
+            guard !host.isEmpty else { throw fail("host", "missing host", nil) }
+            guard host.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "." || $0 == "-" || $0 == "_") }) else {
+                throw fail("host", "invalid host '\(host)'", nil)
+            }
+        }
+        var port = RedisConfiguration.defaultPort
+        if let portText {
+            guard let value = Self.decimal(portText), (1...65535).contains(value) else {
+                throw fail("port", "invalid port '\(portText)'", "expected 1–65535")
+            }
+            port = value
+        }
+        return RedisEndpoint(host: String(host), port: port)
     }
 
     /// A non-negative decimal made of ASCII digits only (no sign, no spaces), or nil.

@@ -28,10 +28,20 @@ public struct RedisEndpoint: Sendable, Hashable, CustomStringConvertible {
 /// - Options: `connect_timeout_ms` (default 2000), `command_timeout_ms` (default 2000),
 ///   `pool_size` (connections in a ``RedisClient``, default 2).
 /// - `rediss://` (TLS) is rejected: the hiredis 0.14 on Debian bookworm is built without SSL.
+/// - A Redis Cluster: `redis+cluster://[credentials@]host:port,host:port,…[?options]` lists seed
+///   nodes; the client learns every node and slot from them (``clusterSeeds``). `pool_size` is then
+///   per node.
 ///
 /// The password is never part of ``description``, log lines or errors.
 public struct RedisConfiguration: Sendable, Equatable, CustomStringConvertible {
+    /// The server; for a Redis Cluster, the first seed (and, in the per-node configurations the
+    /// cluster client makes, that node).
     public var endpoint: RedisEndpoint
+    /// A Redis Cluster's seed nodes (`redis+cluster://`); empty for a single server. A
+    /// ``RedisClient`` learns the cluster's nodes and slots from the first seed that answers.
+    public var clusterSeeds: [RedisEndpoint] = []
+    /// Whether this names a Redis Cluster.
+    public var isCluster: Bool { !clusterSeeds.isEmpty }
     /// The logical database chosen with `SELECT` after connecting (when not 0).
     public var database: Int
     /// The ACL user for `AUTH user password`; `nil` authenticates as the `default` user.
@@ -90,6 +100,9 @@ public struct RedisConfiguration: Sendable, Equatable, CustomStringConvertible {
     public var description: String {
         var credentials = ""
         if password != nil { credentials = "\(username ?? ""):***@" } else if let username { credentials = "\(username)@" }
+        if isCluster {
+            return "redis+cluster://\(credentials)\(clusterSeeds.map(\.description).joined(separator: ","))/0"
+        }
         return "redis://\(credentials)\(endpoint)/\(database)"
     }
 }

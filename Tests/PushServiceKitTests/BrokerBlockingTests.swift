@@ -14,7 +14,7 @@ import Testing
         PushMetrics.bootstrap()
         var configuration = PushConfiguration(httpPort: 0, httpHost: "127.0.0.1")
         configuration.amqpURL = broker.url
-        configuration.redisURL = try #require(URL(string: TestServers.redisURL))
+        configuration.redisURL = TestServers.redisURL
         let runtime = try PushServiceRuntime(name: "blocked-test", configuration: configuration, logger: TestLogger.make("blocked-test"))
         let amqp = try #require(runtime.readinessChecks.first { $0.name == "amqp" })
         func metric() -> String {

@@ -29,7 +29,7 @@ struct PushConfigurationTests {
         let configuration = try await Self.load([:])
         #expect(configuration == Self.defaults)
         #expect(configuration.amqpURL == "amqp://guest:guest@127.0.0.1:5672/%2f")
-        #expect(configuration.redisURL.absoluteString == "redis://127.0.0.1:6379/0")
+        #expect(configuration.redisURL == "redis://127.0.0.1:6379/0")
         #expect(configuration.appsFile == "config/apps.json")
         #expect(configuration.apnsEndpoint == nil)
         #expect(configuration.apnsCAFile == nil)
@@ -52,7 +52,7 @@ struct PushConfigurationTests {
         let configuration = try await Self.load([
             "PUSH_AMQP_URL": "amqps://user:pw@rabbit.example:5671/prod",
             "PUSH_AMQP_QUORUM_SIZE": "3",
-            "PUSH_REDIS_URL": "rediss://:pw@redis.example:6380/2",
+            "PUSH_REDIS_URL": "redis://:pw@redis.example:6380/2",
             "PUSH_APPS_FILE": "/etc/push/apps.json",
             "PUSH_APNS_ENDPOINT": "https://127.0.0.1:2197",
             "PUSH_APNS_CA_FILE": "/tmp/ca.pem",
@@ -65,7 +65,7 @@ struct PushConfigurationTests {
         ])
         #expect(configuration.amqpURL == "amqps://user:pw@rabbit.example:5671/prod")
         #expect(configuration.amqpQuorumSize == 3)
-        #expect(configuration.redisURL.absoluteString == "rediss://:pw@redis.example:6380/2")
+        #expect(configuration.redisURL == "redis://:pw@redis.example:6380/2")
         #expect(configuration.appsFile == "/etc/push/apps.json")
         #expect(configuration.apnsEndpoint?.absoluteString == "https://127.0.0.1:2197")
         #expect(configuration.apnsCAFile == "/tmp/ca.pem")
@@ -118,11 +118,15 @@ struct PushConfigurationTests {
         ),
         (
             "PUSH_REDIS_URL", "127.0.0.1:6379",
-            #"PUSH_REDIS_URL: "127.0.0.1:6379" is not a Redis URL (redis://[:password@]host:port/db, or rediss:// for TLS)"#
+            #"PUSH_REDIS_URL: "127.0.0.1:6379" is not a Redis URL (redis://[:password@]host:port/db, or redis+cluster://host:port,host:port,… for a Redis Cluster): missing 'redis://' in PUSH_REDIS_URL (expected redis://[:password@]host[:port][/db])"#
         ),
         (
             "PUSH_REDIS_URL", "redis://127.0.0.1:6379/zero",
-            #"PUSH_REDIS_URL: "redis://127.0.0.1:6379/zero" has a database that is not a number (redis://host:port/<db>)"#
+            #"PUSH_REDIS_URL: "redis://127.0.0.1:6379/zero" is not a Redis URL (redis://[:password@]host:port/db, or redis+cluster://host:port,host:port,… for a Redis Cluster): invalid database 'zero' in PUSH_REDIS_URL (expected a number such as /0)"#
+        ),
+        (
+            "PUSH_REDIS_URL", "redis+cluster://127.0.0.1:7000,127.0.0.1:7000",
+            #"PUSH_REDIS_URL: "redis+cluster://127.0.0.1:7000,127.0.0.1:7000" is not a Redis URL (redis://[:password@]host:port/db, or redis+cluster://host:port,host:port,… for a Redis Cluster): 127.0.0.1:7000 is listed twice in PUSH_REDIS_URL"#
         ),
         (
             "PUSH_APNS_ENDPOINT", "http://127.0.0.1:2197",

@@ -1,0 +1,313 @@
+import Logging
+import Synchronization
+
+/// The Redis Cluster side of a ``RedisClient``: learns which master serves each slot
+/// (`CLUSTER SLOTS`), keeps a small pool of connections per master, sends each command to the master
+/// of its key's slot (``RedisCommand/routingKey``) and splits a pipeline into one pipeline per master,
+/// run concurrently, with the replies put back in order.
+///
+/// Changes in the cluster are followed as they show:
+/// - `MOVED slot host:port` (the slot has a new master: resharding, or a replica promoted): the map
+///   is corrected at once, the command sent there, and the whole map read again in the background;
+/// - `ASK slot host:port` (the slot is migrating): the command is sent there once, after `ASKING`;
+/// - `TRYAGAIN` / `CLUSTERDOWN` (a migration or a failover in progress): the command is tried again
+///   after 50, 100, 200 … ms while its command timeout lasts, then fails as a retryable
+///   ``RedisError/Code/connectionFailed`` (the server did not run it);
+/// - a master that cannot be reached: the map is read again from any node that answers, and a
+///   command that was never sent goes to the slot's new master if a replica took over.
+/// At most ``maximumRedirects`` redirects per command, so a misconfigured cluster cannot loop.
+///
+/// A master that was killed is reported failed by the others only after the cluster's node timeout,
+/// and its replica promoted after that: until then commands for its slots fail as unavailable, as
+/// with a single Redis that restarts. What a master acknowledged but had not yet replicated can be
+/// lost in a failover (Redis replication is asynchronous); the registry's writes are idempotent and
+/// its consumers acknowledge a message only after Redis did, so a lost write is a redelivered one.
+final class RedisClusterRouter: Sendable {
+    let configuration: RedisConfiguration
+    private let logger: Logger
+    private let state = Mutex(State())
+    /// Redirects one command may follow.
+    static let maximumRedirects = 5
+
+    private struct State {
+        var map = RedisSlotMap()
+        var pools: [RedisEndpoint: NodePool] = [:]
+        /// The map is being read again; callers that need it wait for this task.
+        var refresh: Task<Void, Never>?
+        var lastRefresh: ContinuousClock.Instant?
+        var closed = false
+    }
+
+    /// The connections to one node, used round-robin.
+    final class NodePool: Sendable {
+        let endpoint: RedisEndpoint
+        let connections: [RedisConnection]
+        private let next = Atomic<Int>(0)
+
+        init(endpoint: RedisEndpoint, configuration: RedisConfiguration, logger: Logger) {
+            self.endpoint = endpoint
+            var node = configuration
+            node.endpoint = endpoint
+            node.clusterSeeds = []
+            self.connections = (0..<max(1, configuration.poolSize)).map { index in
+                RedisConnection(configuration: node, logger: logger, name: "redis-\(endpoint.port)-\(index)")
+            }
+        }
+
+        var connection: RedisConnection {
+            let index = next.add(1, ordering: .relaxed).oldValue
+            return connections[Int(UInt(bitPattern: index) % UInt(connections.count))]
+        }
+
+        var isConnected: Bool { connections.allSatisfy(\.isConnected) }
+
+        func close() async {
+            for connection in connections { await connection.close() }
+        }
+    }
+
+    init(configuration: RedisConfiguration, logger: Logger) {
+        precondition(configuration.isCluster, "a cluster router needs redis+cluster:// seeds")
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    /// Reads the slot map from the first seed that answers; throws the last seed's error when none
+    /// does, or when the cluster does not serve every slot.
+    func connect() async throws(RedisError) {
+        await refreshMap(force: true)
+        let map = state.withLock { $0.map }
+        guard !map.masters.isEmpty else {
+            throw RedisError(
+                .connectionFailed,
+                "no seed of the Redis Cluster answered CLUSTER SLOTS (\(configuration.clusterSeeds.map(\.description).joined(separator: ", ")))")
+        }
+        guard map.servesEverySlot else {
+            throw RedisError(.connectionFailed, "the Redis Cluster does not serve every slot (is it still being created?)")
+        }
+    }
+
+    /// Whether the map is known and every master's connections are up (for readiness checks).
+    var isConnected: Bool {
+        let (map, pools) = state.withLock { ($0.map, $0.pools) }
+        return map.servesEverySlot && map.masters.allSatisfy { pools[$0]?.isConnected ?? false }
+    }
+
+    /// Masters and how many slots each serves, as the map says now (for metrics and tools).
+    var slotsPerMaster: [RedisEndpoint: Int] { state.withLock { $0.map.slotsPerMaster } }
+
+    func close() async {
+        let pools = state.withLock { state -> [NodePool] in
+            state.closed = true
+            state.refresh?.cancel()
+            defer { state.pools.removeAll() }
+            return Array(state.pools.values)
+        }
+        for pool in pools { await pool.close() }
+    }
+
+    // MARK: Sending
+
+    func send(_ command: RedisCommand) async throws(RedisError) -> RedisReply {
+        let deadline = ContinuousClock.now + configuration.commandTimeout
+        var target = try await node(for: command.routingKey)
+        var asking = false
+        var pause: Duration = .milliseconds(50)
+        var redirects = 0
+        while true {
+            let reply: RedisReply
+            do throws(RedisError) {
+                let connection = try pool(for: target).connection
+                reply = asking ? try await connection.pipeline([RedisCommand(["ASKING"]), command])[1] : try await connection.send(command)
+            } catch {
+                // Not sent: no connection came up, or a map refresh closed the pool of a node that
+                // is no longer a master.
+                let notSent = error.code == .connectionFailed || (error.code == .closed && !state.withLock { $0.closed })
+                guard notSent, redirects < Self.maximumRedirects else { throw error }
+                // Never sent: if a replica took over the slot meanwhile, send it there.
+                await refreshMap(force: false)
+                let now = try await node(for: command.routingKey)
+                guard now != target else { throw error }
+                target = now
+                redirects += 1
+                continue
+            }
+            asking = false
+            guard let message = reply.errorMessage else { return reply }
+            if let redirect = RedisRedirect(errorMessage: message, answeredBy: target) {
+                redirects += 1
+                guard redirects <= Self.maximumRedirects else {
+                    throw RedisError(.protocolError, "more than \(Self.maximumRedirects) redirects for \(command) (last: \(message))")
+                }
+                if redirect.kind == .moved { noteMoved(redirect) } else { asking = true }
+                target = redirect.endpoint
+                continue
+            }
+            if Self.isTransient(message) {
+                guard ContinuousClock.now + pause < deadline else {
+                    throw RedisError(.connectionFailed, "the Redis Cluster did not run \(command) within \(configuration.commandTimeout): \(message)")
+                }
+                try? await Task.sleep(for: pause)
+                pause = min(pause * 2, .milliseconds(500))
+                await refreshMap(force: false)
+                target = try await node(for: command.routingKey)
+                continue
+            }
+            return reply
+        }
+    }
+
+    func pipeline(_ commands: [RedisCommand]) async throws(RedisError) -> [RedisReply] {
+        do throws(RedisError) {
+            return try await pipelineOnce(commands)
+        } catch {
+            // Not sent (see send(_:)): once more on the map read again.
+            guard error.code == .connectionFailed || (error.code == .closed && !state.withLock { $0.closed }) else { throw error }
+            await refreshMap(force: false)
+            return try await pipelineOnce(commands)
+        }
+    }
+
+    private func pipelineOnce(_ commands: [RedisCommand]) async throws(RedisError) -> [RedisReply] {
+        if commands.isEmpty { return [] }
+        // Group by master; each group keeps the commands' order.
+        var groups: [RedisEndpoint: [Int]] = [:]
+        for (index, command) in commands.enumerated() {
+            groups[try await node(for: command.routingKey), default: []].append(index)
+        }
+        var replies = [RedisReply](repeating: .null, count: commands.count)
+        if groups.count == 1, let (endpoint, indices) = groups.first {
+            let answered = try await pool(for: endpoint).connection.pipeline(commands)
+            for (index, reply) in zip(indices, answered) { replies[index] = reply }
+        } else {
+            let pools = try groups.map { endpoint, indices throws(RedisError) in (try pool(for: endpoint), indices) }
+            let results = await withTaskGroup(of: Result<[(Int, RedisReply)], RedisError>.self) { group in
+                for (pool, indices) in pools {
+                    group.addTask {
+                        do throws(RedisError) {
+                            let answered = try await pool.connection.pipeline(indices.map { commands[$0] })
+                            return .success(Array(zip(indices, answered)))
+                        } catch {
+                            return .failure(error)
+                        }
+                    }
+                }
+                var all: [Result<[(Int, RedisReply)], RedisError>] = []
+                for await result in group { all.append(result) }
+                return all
+            }
+            for result in results {
+                switch result {
+                case .success(let pairs): for (index, reply) in pairs { replies[index] = reply }
+                case .failure(let error): throw error
+                }
+            }
+        }
+        // Redirected or refused for the moment: send those again, one by one, through send().
+        for index in replies.indices {
+            guard let message = replies[index].errorMessage,
+                message.hasPrefix("MOVED ") || message.hasPrefix("ASK ") || Self.isTransient(message)
+            else { continue }
+            replies[index] = try await send(commands[index])
+        }
+        return replies
+    }
+
+    /// `TRYAGAIN` (a multi-key command during a migration) and `CLUSTERDOWN` (a failover in
+    /// progress): the server did not run the command, and will soon.
+    static func isTransient(_ message: String) -> Bool {
+        message.hasPrefix("TRYAGAIN") || message.hasPrefix("CLUSTERDOWN")
+    }
+
+    // MARK: The map
+
+    /// The master for `key`'s slot (any master for a keyless command), reading the map first if it
+    /// is not known yet.
+    private func node(for key: ArraySlice<UInt8>?) async throws(RedisError) -> RedisEndpoint {
+        for attempt in 0..<2 {
+            let found = state.withLock { state -> RedisEndpoint? in
+                guard let key else { return state.map.masters.first }
+                return state.map.master(forSlot: RedisClusterSlot.slot(of: key))
+            }
+            if let found { return found }
+            if attempt == 0 { await refreshMap(force: true) }
+        }
+        throw RedisError(
+            .connectionFailed,
+            "no master of the Redis Cluster serves slot \(key.map { String(RedisClusterSlot.slot(of: $0)) } ?? "?") (seeds \(configuration.clusterSeeds.map(\.description).joined(separator: ", ")))"
+        )
+    }
+
+    private func pool(for endpoint: RedisEndpoint) throws(RedisError) -> NodePool {
+        try state.withLock { state throws(RedisError) -> NodePool in
+            guard !state.closed else { throw RedisError.closed(endpoint) }
+            if let pool = state.pools[endpoint] { return pool }
+            let pool = NodePool(endpoint: endpoint, configuration: configuration, logger: logger)
+            state.pools[endpoint] = pool
+            return pool
+        }
+    }
+
+    private func noteMoved(_ redirect: RedisRedirect) {
+        state.withLock { $0.map.move(slot: redirect.slot, to: redirect.endpoint) }
+        logger.debug("slot moved", metadata: ["redis.slot": "\(redirect.slot)", "redis.node": "\(redirect.endpoint)"])
+        Task { await self.refreshMap(force: false) }
+    }
+
+    /// Reads the map again from the masters it knows, then the seeds, whichever answers first; at
+    /// most once per 100 ms unless `force`d, and once at a time (later callers wait for it).
+    /// Connections to nodes that are no longer masters are closed.
+    func refreshMap(force: Bool) async {
+        let task = state.withLock { state -> Task<Void, Never>? in
+            guard !state.closed else { return nil }
+            if let running = state.refresh { return running }
+            if !force, let last = state.lastRefresh, ContinuousClock.now - last < .milliseconds(100) { return nil }
+            let task = Task { await self.readMap() }
+            state.refresh = task
+            return task
+        }
+        await task?.value
+    }
+
+    private func readMap() async {
+        let candidates = state.withLock { state in state.map.masters } + configuration.clusterSeeds
+        var tried: Set<RedisEndpoint> = []
+        var newMap: RedisSlotMap?
+        var lastError = ""
+        for endpoint in candidates where tried.insert(endpoint).inserted {
+            do throws(RedisError) {
+                let reply = try await pool(for: endpoint).connection.send(["CLUSTER", "SLOTS"])
+                if let message = reply.errorMessage { throw RedisError(.serverError, message) }
+                let map = try RedisSlotMap(clusterSlots: reply, askedHost: endpoint.host)
+                guard !map.masters.isEmpty else { continue }
+                newMap = map
+                break
+            } catch {
+                lastError = error.message
+            }
+        }
+        let stale = state.withLock { state -> [NodePool] in
+            defer {
+                state.refresh = nil
+                state.lastRefresh = .now
+            }
+            guard let newMap else { return [] }
+            if newMap != state.map {
+                logger.info(
+                    "Redis Cluster map read",
+                    metadata: [
+                        "redis.masters": "\(newMap.masters.map(\.description).joined(separator: ","))", "redis.complete": "\(newMap.servesEverySlot)",
+                    ])
+            }
+            state.map = newMap
+            let keep = Set(newMap.masters)
+            let gone = state.pools.filter { !keep.contains($0.key) }
+            for endpoint in gone.keys { state.pools[endpoint] = nil }
+            return Array(gone.values)
+        }
+        if newMap == nil {
+            logger.warning("no node of the Redis Cluster answered CLUSTER SLOTS", metadata: ["redis.error": "\(lastError)"])
+        }
+        for pool in stale { await pool.close() }
+    }
+}

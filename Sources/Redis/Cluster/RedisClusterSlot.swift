@@ -1,0 +1,43 @@
+/// Redis Cluster's mapping of keys to its 16,384 hash slots: CRC16 (XMODEM) of the key's hash tag,
+/// modulo 16,384, exactly as the server computes it (`keyHashSlot` in Redis's `cluster.c`).
+///
+/// The hash tag is the part between the first `{` and the first `}` after it, when that part is not
+/// empty; otherwise the whole key. Keys sharing a tag (`push:{com.example.game#3}:token:…`) share a
+/// slot, so one Lua script may touch all of them.
+public enum RedisClusterSlot {
+    /// Slots in a cluster.
+    public static let count = 16_384
+
+    /// The slot of `key`.
+    public static func slot(of key: some Collection<UInt8>) -> Int {
+        Int(crc16(hashTag(of: key)) & 0x3FFF)
+    }
+
+    /// The slot of `key` (its UTF-8 bytes).
+    public static func slot(of key: String) -> Int {
+        slot(of: key.utf8)
+    }
+
+    /// The bytes Redis hashes for `key`: its hash tag, or the whole key.
+    static func hashTag<Key: Collection<UInt8>>(of key: Key) -> Key.SubSequence {
+        guard let open = key.firstIndex(of: UInt8(ascii: "{")) else { return key[...] }
+        let afterOpen = key.index(after: open)
+        guard let close = key[afterOpen...].firstIndex(of: UInt8(ascii: "}")), close != afterOpen else { return key[...] }
+        return key[afterOpen..<close]
+    }
+
+    /// CRC16-CCITT (XMODEM: polynomial 0x1021, initial value 0, no reflection), table-driven.
+    static func crc16(_ bytes: some Sequence<UInt8>) -> UInt16 {
+        var crc: UInt16 = 0
+        for byte in bytes {
+            crc = (crc << 8) ^ table[Int(UInt8(truncatingIfNeeded: crc >> 8) ^ byte)]
+        }
+        return crc
+    }
+
+    private static let table: [UInt16] = (0..<256).map { index in
+        var crc = UInt16(index) << 8
+        for _ in 0..<8 { crc = crc & 0x8000 != 0 ? (crc << 1) ^ 0x1021 : crc << 1 }
+        return crc
+    }
+}
