@@ -58,11 +58,36 @@ public struct PushServiceRuntime: Sendable {
 
     /// Has a crash of this process leave its note in Redis (``CrashRecorder``), which the consumers'
     /// ``CrashGuard`` reads; without it (an unresolvable Redis host) they run as if no process crashed.
+    ///
+    /// With a Redis Cluster the note goes to the master serving its key's slot: armed once the
+    /// client knows the cluster's map, and armed again (within 5 s) when a failover moves the slot.
     public func armCrashNotes(keyPrefix: String) {
-        do {
-            try CrashRecorder.arm(configuration: redis.configuration, keyPrefix: keyPrefix)
-        } catch {
-            logger.warning("crash notes unavailable", metadata: ["push.error": "\(error)"])
+        guard redis.configuration.isCluster else {
+            do {
+                try CrashRecorder.arm(configuration: redis.configuration, keyPrefix: keyPrefix)
+            } catch {
+                logger.warning("crash notes unavailable", metadata: ["push.error": "\(error)"])
+            }
+            return
+        }
+        let key = CrashRecorder.key(keyPrefix: keyPrefix, instance: ProcessInstance.id)
+        Task { [redis, logger] in
+            var armed: RedisEndpoint?
+            while !Task.isCancelled {
+                if let master = redis.server(forKey: key), master != armed {
+                    var node = redis.configuration
+                    node.endpoint = master
+                    node.clusterSeeds = []
+                    do {
+                        try CrashRecorder.arm(configuration: node, keyPrefix: keyPrefix)
+                        armed = master
+                    } catch {
+                        logger.warning("crash notes unavailable", metadata: ["push.error": "\(error)"])
+                        return
+                    }
+                }
+                try? await Task.sleep(for: armed == nil ? .milliseconds(200) : .seconds(5))
+            }
         }
     }
 
@@ -79,7 +104,7 @@ public struct PushServiceRuntime: Sendable {
                 return amqp.isConnected ? .ready : .notReady(amqp.lastError?.message ?? "connecting to \(amqp.configuration.endpointDescription)")
             },
             ReadinessCheck("redis") {
-                redis.isConnected ? .ready : .notReady("not connected to \(redis.configuration.endpoint)")
+                redis.isConnected ? .ready : .notReady("not connected to \(redis.configuration)")
             },
         ]
     }

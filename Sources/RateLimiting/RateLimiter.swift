@@ -55,14 +55,9 @@ public struct RateLimiter: Sendable {
             command.append(limit.cost)
             return command
         }
-        var replies = try await redis.pipeline(commands)
-        // After a Redis restart or SCRIPT FLUSH: load the script and rerun the checks it refused (they
-        // did not run).
-        let refused = replies.indices.filter { replies[$0].errorMessage?.hasPrefix("NOSCRIPT") == true }
-        if !refused.isEmpty {
-            try await redis.execute("SCRIPT", "LOAD", Self.script.source)
-            for (index, reply) in zip(refused, try await redis.pipeline(refused.map { commands[$0] })) { replies[index] = reply }
-        }
+        // After a Redis restart or SCRIPT FLUSH (or on a cluster node new to it) the refused checks
+        // run again as EVAL.
+        let replies = try await redis.pipelineScript(Self.script, commands)
         var decisions: [RateLimitDecision] = []
         decisions.reserveCapacity(limits.count)
         for (limit, reply) in zip(limits, replies) {

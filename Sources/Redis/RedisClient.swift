@@ -95,6 +95,13 @@ public final class RedisClient: RedisCommandExecutor, Service {
     /// now; empty for a single server.
     public var clusterSlotsPerMaster: [RedisEndpoint: Int] { cluster?.slotsPerMaster ?? [:] }
 
+    /// The server that holds `key`: the single server, or the Redis Cluster master serving its slot
+    /// as the client's map says now (nil while the map is not known yet).
+    public func server(forKey key: String) -> RedisEndpoint? {
+        guard let cluster else { return configuration.endpoint }
+        return cluster.master(forKey: key)
+    }
+
     public func send(_ command: RedisCommand) async throws(RedisError) -> RedisReply {
         if let cluster { return try await cluster.send(command) }
         return try await nextConnection().send(command)

@@ -41,6 +41,23 @@ extension RedisCommandExecutor {
         try await evalScript(script, keys: keys.map { Array($0.utf8) }, args: args.map { Array($0.utf8) })
     }
 
+    /// Sends `commands` — each `EVALSHA <script's sha1> numkeys keys… args…` — in one pipeline. Those
+    /// Redis refused with `NOSCRIPT` (a server that restarted or ran `SCRIPT FLUSH`, or a Redis
+    /// Cluster node that never ran the script) did not run; they are sent again as `EVAL` with the
+    /// source, which runs them and caches the script on whichever node they reach.
+    public func pipelineScript(_ script: RedisScript, _ commands: [RedisCommand]) async throws(RedisError) -> [RedisReply] {
+        var replies = try await pipeline(commands)
+        let refused = replies.indices.filter { replies[$0].errorMessage?.hasPrefix("NOSCRIPT") == true }
+        guard !refused.isEmpty else { return replies }
+        let again = refused.map { index -> RedisCommand in
+            var command: RedisCommand = ["EVAL", script.source]
+            command.append(contentsOf: Array(commands[index].arguments.dropFirst(2)))
+            return command
+        }
+        for (index, reply) in zip(refused, try await pipeline(again)) { replies[index] = reply }
+        return replies
+    }
+
     /// ``evalScript(_:keys:args:)`` with binary keys and arguments.
     public func evalScript(_ script: RedisScript, keys: [[UInt8]], args: [[UInt8]]) async throws(RedisError) -> RedisReply {
         func command(_ name: String, _ body: String) -> RedisCommand {

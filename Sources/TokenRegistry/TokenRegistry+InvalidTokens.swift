@@ -45,17 +45,9 @@ extension TokenRegistry {
             return command
         }
         let operation = "invalid-token removal of \(reports.count) tokens"
-        var replies: [RedisReply]
+        let replies: [RedisReply]
         do {
-            replies = try await redis.pipeline(commands)
-            // Redis forgets scripts on restart and SCRIPT FLUSH: load it once and rerun the calls it
-            // refused (they did not run at all).
-            let refused = replies.indices.filter { replies[$0].errorMessage?.hasPrefix("NOSCRIPT") == true }
-            if !refused.isEmpty {
-                try await redis.execute("SCRIPT", "LOAD", script.source)
-                let again = try await redis.pipeline(refused.map { commands[$0] })
-                for (index, reply) in zip(refused, again) { replies[index] = reply }
-            }
+            replies = try await redis.pipelineScript(script, commands)
         } catch {
             throw RegistryError.redis(error, during: operation, key: keys(app: reports[0].app).tokens)
         }

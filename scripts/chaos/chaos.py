@@ -386,10 +386,19 @@ class Stack:
             time.sleep(0.1)
         raise SetupError("apns-sandbox did not come up")
 
+    @property
+    def services_amqp_url(self):
+        """The PUSH_AMQP_URL the services get (the cluster's stack lists every node)."""
+        return self.amqp_url
+
+    @property
+    def services_redis_url(self):
+        return self.redis_url
+
     def service_env(self, name):
         env = {k: v for k, v in os.environ.items() if not k.startswith("PUSH_")}
         env.update(
-            PUSH_AMQP_URL=self.amqp_url, PUSH_REDIS_URL=self.redis_url, PUSH_APPS_FILE=str(self.apps),
+            PUSH_AMQP_URL=self.services_amqp_url, PUSH_REDIS_URL=self.services_redis_url, PUSH_APPS_FILE=str(self.apps),
             PUSH_APNS_ENDPOINT=f"https://127.0.0.1:{self.port['apns']}", PUSH_APNS_CA_FILE=str(self.ca),
             PUSH_HTTP_HOST="127.0.0.1", PUSH_HTTP_PORT=str(self.port[name]), PUSH_LOG_LEVEL=self.args.log_level,
             PUSH_LOCALIZATION_DIR=str(ROOT / "localization"),
@@ -447,6 +456,149 @@ class Stack:
             return int(Path(path).read_text().split()[0])
         except (OSError, ValueError, IndexError):
             return None
+
+
+class ClusterStack(Stack):
+    """The stack of --cluster: a 3-node RabbitMQ cluster (scripts/rabbitmq-cluster.sh, nodes on
+    127.0.0.1:8300, 8320, 8340; epmd 9300) and a Redis Cluster of 3 masters with a replica each
+    (scripts/redis-cluster.sh, 127.0.0.1:8361-8366, node timeout 2 s), apns-sandbox on 8351 (admin
+    8352) and the services on 8353-8356, each given every broker in PUSH_AMQP_URL, the cluster's seeds
+    in PUSH_REDIS_URL (redis+cluster://) and PUSH_AMQP_QUORUM_SIZE=3. Tools (pika, redis-cli -c,
+    rabbitmqctl) talk to whichever node is running."""
+
+    RABBIT_PORT = 8300
+    REDIS_PORT = 8361
+
+    def __init__(self, args):
+        super().__init__(args)
+        self.name = "chaos-cluster"
+        base = 8350
+        self.port = dict(apns=base + 1, admin=base + 2, **{"push-ingest": base + 3, "push-render": base + 4,
+                                                            "push-send": base + 5, "push-feedback": base + 6})
+        self.out = self.local / self.name
+        self.logdir = self.out
+        self.ca = self.out / "apns-sandbox-ca.pem"
+        self.apps = self.out / "apps.json"
+        self.rabbit_nodes = [self.RABBIT_PORT + 20 * i for i in range(3)]
+        self.redis_nodes = [self.REDIS_PORT + i for i in range(6)]
+        self.rabbit_down = set()
+        self.redis_down = set()
+
+    # the clusters
+    def cluster_script(self, which, *argv, check=True, timeout=300):
+        r = subprocess.run(["bash", str(SCRIPTS / f"{which}-cluster.sh"), *argv, "--name", self.name],
+                           env=dict(os.environ, PUSH_QUIET="1"), stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                           timeout=timeout)
+        if check and r.returncode != 0:
+            raise SetupError(f"{which}-cluster.sh {' '.join(argv)} failed ({r.returncode}): {(r.stderr or r.stdout).strip()[-2000:]}")
+        return r.stdout
+
+    def start_servers(self):
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.servers_up = True
+        for which in ("redis", "rabbitmq"):
+            self.cluster_script(which, "stop", check=False)
+        for d in self.local.glob(f"rabbitmq-{self.name}*"):
+            shutil.rmtree(d, ignore_errors=True)
+        for d in self.local.glob(f"redis-{self.name}*"):
+            shutil.rmtree(d, ignore_errors=True)
+        t = time.time()
+        self.cluster_script("redis", "start", "--port", str(self.REDIS_PORT))
+        self.cluster_script("rabbitmq", "start", "--port", str(self.RABBIT_PORT))
+        log(f"  clusters up in {time.time() - t:.0f}s: RabbitMQ {self.rabbit_nodes}, Redis {self.redis_nodes}")
+        self.key_and_apps()
+        help_text = subprocess.run([str(self.bin / "apns-sandbox"), "--help"], capture_output=True, text=True).stdout
+        self.track_duplicates = "--track-duplicates" in help_text
+
+    def stop_servers(self):
+        if not self.servers_up:
+            return
+        for which in ("rabbitmq", "redis"):
+            try:
+                self.cluster_script(which, "stop", check=False)
+            except Exception as e:  # noqa: BLE001
+                log(f"could not stop the {which} cluster: {e}")
+        self.servers_up = False
+
+    @property
+    def amqp_url(self):
+        port = next(p for p in self.rabbit_nodes if p not in self.rabbit_down)
+        return f"amqp://guest:guest@127.0.0.1:{port}/%2f"
+
+    @amqp_url.setter
+    def amqp_url(self, _value):
+        pass
+
+    @property
+    def redis_url(self):
+        return "redis+cluster://" + ",".join(f"127.0.0.1:{p}" for p in self.redis_nodes)
+
+    @redis_url.setter
+    def redis_url(self, _value):
+        pass
+
+    @property
+    def services_amqp_url(self):
+        first, *rest = self.rabbit_nodes
+        return f"amqp://guest:guest@127.0.0.1:{first}/%2f," + ",".join(f"127.0.0.1:{p}" for p in rest)
+
+    def service_env(self, name):
+        env = super().service_env(name)
+        env["PUSH_AMQP_QUORUM_SIZE"] = "3"
+        return env
+
+    def ctl(self, *argv, timeout=60):
+        index = next(i for i, p in enumerate(self.rabbit_nodes) if p not in self.rabbit_down) + 1
+        r = subprocess.run(["bash", str(SCRIPTS / "rabbitmq.sh"), "ctl", "--name", f"{self.name}-{index}", "--", "-q", *argv],
+                           env=dict(os.environ, PUSH_QUIET="1"), stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                           timeout=timeout)
+        if r.returncode != 0:
+            raise RuntimeError(f"rabbitmqctl {' '.join(argv)}: {r.returncode} {r.stderr.strip()[-500:]}")
+        return r.stdout
+
+    def redis_cli(self):
+        port = next(p for p in self.redis_nodes if p not in self.redis_down)
+        return ["redis-cli", "-c", "-h", "127.0.0.1", "-p", str(port)]
+
+    def redis(self, *argv, timeout=30):
+        r = subprocess.run([*self.redis_cli(), *argv], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        if r.returncode != 0:
+            raise RuntimeError(f"redis-cli {' '.join(argv)}: {r.stderr.strip()}")
+        return r.stdout.strip()
+
+    def redis_pipe(self, commands, timeout=120):
+        text = "".join(" ".join(c) + "\n" for c in commands)
+        r = subprocess.run(self.redis_cli(), input=text, capture_output=True, text=True, timeout=timeout)
+        if r.returncode != 0:
+            raise RuntimeError(f"redis-cli: {r.stderr.strip()}")
+        return r.stdout.splitlines()
+
+    def reset_data(self):
+        names = list(self.queues())
+        conn = pika.BlockingConnection(pika.URLParameters(self.amqp_url))
+        try:
+            ch = conn.channel()
+            for q in names:
+                ch.queue_delete(q)
+            for x in ["push", "push.events"]:
+                ch.exchange_delete(x)
+        finally:
+            conn.close()
+        for port in self.redis_nodes:
+            if port in self.redis_down:
+                continue
+            role = subprocess.run(["redis-cli", "-p", str(port), "ROLE"], capture_output=True, text=True, timeout=10).stdout
+            if role.startswith("master"):
+                subprocess.run(["redis-cli", "-p", str(port), "FLUSHALL"], capture_output=True, text=True, timeout=30)
+
+    def redis_nodes_table(self):
+        """[(index, port, role, slot ranges)] from scripts/redis-cluster.sh nodes."""
+        rows = []
+        for line in self.cluster_script("redis", "nodes").splitlines():
+            f = line.split()
+            if len(f) >= 3:
+                rows.append((int(f[0]), int(f[1]), f[2], f[3:]))
+        return rows
 
 
 # --- scenarios ------------------------------------------------------------------------------------
@@ -530,6 +682,68 @@ class Run:
         st.script("redis", "start")
         self.note("Redis started again")
 
+    def cluster_prepare(self):
+        """Finds the nodes to kill before the broadcast (rabbitmqctl takes seconds a call): the
+        RabbitMQ node push-send's connections use, and the Redis master of the app's registry."""
+        st = self.stack
+        out = st.ctl("list_connections", "port", "client_properties")
+        self.rabbit_listing = out
+        slot = int(st.redis("CLUSTER", "KEYSLOT", f"push:{{{APP}}}:tokens"))
+
+        def serves(ranges):
+            for r in ranges:
+                a, _, b = r.partition("-")
+                if int(a) <= slot <= int(b or a):
+                    return True
+            return False
+        self.redis_slot = slot
+        self.redis_serves = serves
+        self.redis_victim = next((i, p) for i, p, role, ranges in st.redis_nodes_table() if role == "master" and serves(ranges))
+
+    def cluster_rabbit_kill(self):
+        """kill -9 of the RabbitMQ node push-send consumes through (the node its connections use)."""
+        st = self.stack
+        out = self.rabbit_listing
+        ports = [int(line.split("\t", 1)[0]) for line in out.splitlines()
+                 if '{"connection_name","push-send@' in line and line.split("\t", 1)[0].isdigit()]
+        port = collections.Counter(ports).most_common(1)[0][0] if ports else st.rabbit_nodes[0]
+        index = st.rabbit_nodes.index(port) + 1
+        users = collections.Counter(int(line.split("\t", 1)[0]) for line in out.splitlines() if line.split("\t", 1)[0].isdigit())
+        self.note(f"kill -9 RabbitMQ node {index} (127.0.0.1:{port}, push-send's; {users.get(port, 0)} of "
+                  f"{sum(users.values())} client connections on it)")
+        st.rabbit_down.add(port)
+        st.cluster_script("rabbitmq", "kill-node", str(index))
+        self.killed_rabbit = index
+        self.process_died = False
+
+    def cluster_rabbit_start(self):
+        st = self.stack
+        t = time.time()
+        st.cluster_script("rabbitmq", "start-node", str(self.killed_rabbit))
+        st.rabbit_down.discard(st.rabbit_nodes[self.killed_rabbit - 1])
+        self.note(f"RabbitMQ node {self.killed_rabbit} started again and rejoined ({time.time() - t:.1f}s)")
+
+    def cluster_redis_kill(self):
+        """kill -9 of the Redis master serving the app's registry (the slot of its token set)."""
+        st = self.stack
+        slot, serves = self.redis_slot, self.redis_serves
+        index, port = self.redis_victim
+        self.note(f"kill -9 Redis master {index} (127.0.0.1:{port}, serving slot {slot} of the app's registry)")
+        st.redis_down.add(port)
+        t = time.time()
+        st.cluster_script("redis", "kill-node", str(index))
+        self.killed_redis = index
+        st.cluster_script("redis", "wait")
+        promoted = [f"{i} (127.0.0.1:{p})" for i, p, role, ranges in st.redis_nodes_table() if role == "master" and serves(ranges)]
+        self.note(f"its replica {', '.join(promoted)} took over {time.time() - t:.1f}s after the kill")
+
+    def cluster_redis_start(self):
+        st = self.stack
+        st.cluster_script("redis", "start-node", str(self.killed_redis))
+        st.redis_down.discard(st.redis_nodes[self.killed_redis - 1])
+        st.cluster_script("redis", "wait")
+        self.note(f"Redis node {self.killed_redis} started again (a replica now)")
+
     def faults(self, *faults):
         for f in faults:
             http_json(self.stack.port["admin"], "PUT", "/faults", f)
@@ -603,6 +817,16 @@ SCENARIOS = collections.OrderedDict([
         (("batches", 0.3), lambda r: r.close_connections("push-render"))])),
 ])
 SMOKE = ["kill-send-once", "rabbit-stop"]
+# --cluster: the stores of the issue "past one machine", on their own stack (ClusterStack).
+CLUSTER_SCENARIOS = collections.OrderedDict([
+    ("cluster-rabbit-node", dict(doc="kill -9 of the RabbitMQ node push-send uses at 30% delivered; started again 10 s later", events=[
+        (("delivered", 0.3), lambda r: r.cluster_rabbit_kill()),
+        (("after", 10), lambda r: r.cluster_rabbit_start())])),
+    ("cluster-redis-master", dict(doc="kill -9 of the Redis master of the app's registry at 30% delivered (its replica takes over); "
+                                  "started again once it has", events=[
+        (("delivered", 0.3), lambda r: r.cluster_redis_kill()),
+        (("after", 2), lambda r: r.cluster_redis_start())])),
+])
 SCENARIOS["kill-send-once"] = dict(doc="kill -9 push-send once at 30% delivered, restarted (smoke)", smoke_only=True, events=[
     (("delivered", 0.3), lambda r: r.kill_service("push-send"))])
 
@@ -744,7 +968,7 @@ def answered(st):
 
 
 def run_scenario(stack, name, latency, n_tokens):
-    spec = SCENARIOS[name]
+    spec = SCENARIOS.get(name) or CLUSTER_SCENARIOS[name]
     r = Run(stack, name, latency, n_tokens)
     stack.logdir = stack.out / f"{name}-{latency}"
     shutil.rmtree(stack.logdir, ignore_errors=True)
@@ -760,12 +984,18 @@ def run_scenario(stack, name, latency, n_tokens):
     # fresh data, sandbox and services
     if not stack.servers_up:
         stack.start_servers()
-    try:
-        stack.queues()
-    except Exception:  # the broker may have been left down by an interrupted scenario
-        stack.script("rabbitmq", "start")
-    if stack.redis("PING") != "PONG":
-        stack.script("redis", "start")
+    if isinstance(stack, ClusterStack):
+        for which in ("rabbitmq", "redis"):
+            stack.cluster_script(which, "start")   # nodes an interrupted scenario left down
+        stack.rabbit_down.clear()
+        stack.redis_down.clear()
+    else:
+        try:
+            stack.queues()
+        except Exception:  # the broker may have been left down by an interrupted scenario
+            stack.script("rabbitmq", "start")
+        if stack.redis("PING") != "PONG":
+            stack.script("redis", "start")
     stack.reset_data()
     stack.wait_ports_free([p for k, p in stack.port.items() if k not in ("amqp", "redis")])
     stack.start_sandbox()
@@ -795,6 +1025,8 @@ def run_scenario(stack, name, latency, n_tokens):
     live_n = len(r.live)
     for service in spec.get("connections", []):
         r.known_connections[service] = r.connection_pids(service)
+    if isinstance(stack, ClusterStack):
+        r.cluster_prepare()
     expected_batches = max(1, n_tokens // 500)
 
     # the broadcast, the faults
@@ -1034,6 +1266,8 @@ def main():
     ap.add_argument("--tokens", type=int, default=None, help="tokens registered (default 100000; 3000 with --smoke)")
     ap.add_argument("--list", action="store_true", help="list the scenarios and exit")
     ap.add_argument("--smoke", action="store_true", help="kill -9 push-send once and restart RabbitMQ, 3,000 tokens, loopback")
+    ap.add_argument("--cluster", action="store_true",
+                    help="the cluster scenarios on a RabbitMQ cluster and a Redis Cluster (3,000 tokens, both latencies)")
     ap.add_argument("--bin-dir", default=str(ROOT / ".build" / "release"))
     ap.add_argument("--drain-timeout", type=float, default=None, help="seconds from the broadcast to drained (default 300; 120 with --smoke)")
     ap.add_argument("--log-level", default="info")
@@ -1041,10 +1275,19 @@ def main():
     args = ap.parse_args()
 
     if args.list:
-        for name, spec in SCENARIOS.items():
+        for name, spec in list(SCENARIOS.items()) + list(CLUSTER_SCENARIOS.items()):
             print(f"{name:15s} {spec['doc']}")
         return 0
-    if args.smoke:
+    if args.cluster:
+        names = args.scenario or list(CLUSTER_SCENARIOS)
+        latencies = {"0": [0], "150": [150], "both": [0, 150]}[args.latency]
+        args.tokens = args.tokens or 3000
+        args.drain_timeout = args.drain_timeout or 180
+        unknown = [n for n in names if n not in CLUSTER_SCENARIOS]
+        if unknown:
+            print(f"chaos: {unknown[0]!r} is not a cluster scenario (see --list)", file=sys.stderr)
+            return 2
+    elif args.smoke:
         names = args.scenario or SMOKE
         latencies = [0] if args.latency == "both" else [int(args.latency)]
         args.tokens = args.tokens or 3000
@@ -1055,7 +1298,7 @@ def main():
         args.tokens = args.tokens or 100_000
         args.drain_timeout = args.drain_timeout or 300
     for n in names:
-        if n not in SCENARIOS:
+        if n not in SCENARIOS and not args.cluster:
             print(f"chaos: unknown scenario {n!r} (see --list)", file=sys.stderr)
             return 2
     if args.tokens < 100:
@@ -1066,7 +1309,7 @@ def main():
         print(f"chaos: missing in {args.bin_dir}: {', '.join(missing)} (swift build first)", file=sys.stderr)
         return 3
 
-    stack = Stack(args)
+    stack = ClusterStack(args) if args.cluster else Stack(args)
     results = []
     t0 = time.time()
 

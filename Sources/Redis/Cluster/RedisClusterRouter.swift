@@ -93,6 +93,11 @@ final class RedisClusterRouter: Sendable {
         return map.servesEverySlot && map.masters.allSatisfy { pools[$0]?.isConnected ?? false }
     }
 
+    /// The master serving `key`'s slot, as the map says now (nil before the map is known).
+    func master(forKey key: String) -> RedisEndpoint? {
+        state.withLock { $0.map.master(forSlot: RedisClusterSlot.slot(of: key)) }
+    }
+
     /// Masters and how many slots each serves, as the map says now (for metrics and tools).
     var slotsPerMaster: [RedisEndpoint: Int] { state.withLock { $0.map.slotsPerMaster } }
 
@@ -300,6 +305,10 @@ final class RedisClusterRouter: Sendable {
                     ])
             }
             state.map = newMap
+            // Every master gets its connections now, so readiness means "can serve every slot".
+            for master in newMap.masters where state.pools[master] == nil {
+                state.pools[master] = NodePool(endpoint: master, configuration: configuration, logger: logger)
+            }
             let keep = Set(newMap.masters)
             let gone = state.pools.filter { !keep.contains($0.key) }
             for endpoint in gone.keys { state.pools[endpoint] = nil }
