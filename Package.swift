@@ -417,7 +417,7 @@ let package = Package(
         .target(
             name: "TestSupport",
             dependencies: [
-                "APNs", "AMQP", "Redis", "PushCore", "PushServiceKit",
+                "APNs", "AMQP", "Redis", "PushCore", "PushServiceKit", "TokenRegistry",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

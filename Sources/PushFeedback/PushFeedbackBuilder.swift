@@ -11,7 +11,9 @@ public func buildPushFeedback(
 ) -> [any Service] {
     var configuration = configuration
     configuration.keyPrefix = dependencies.keyPrefix
-    let registry = TokenRegistry(redis: dependencies.redis, keyPrefix: dependencies.keyPrefix)
+    let registry = TokenRegistry(
+        redis: dependencies.redis, keyPrefix: dependencies.keyPrefix,
+        layouts: RegistryLayouts(redis: dependencies.redis, keyPrefix: dependencies.keyPrefix, defaultShards: dependencies.registryShards))
     let consumer = FeedbackQueueConsumer(
         amqp: dependencies.amqp, registry: registry, apps: apps, queues: dependencies.queues, configuration: configuration, metrics: metrics,
         crashGuard: dependencies.crashGuard(for: dependencies.queues.feedback), logger: dependencies.logger, now: dependencies.now

@@ -11,7 +11,9 @@ public func buildPushIngest(
     _ dependencies: ServiceDependencies, configuration: PushConfiguration, ingest: IngestConfiguration, apps: AppsFile,
     readiness: [ReadinessCheck]
 ) -> [any Service] {
-    let registry = TokenRegistry(redis: dependencies.redis, keyPrefix: dependencies.keyPrefix)
+    let registry = TokenRegistry(
+        redis: dependencies.redis, keyPrefix: dependencies.keyPrefix,
+        layouts: RegistryLayouts(redis: dependencies.redis, keyPrefix: dependencies.keyPrefix, defaultShards: dependencies.registryShards))
     let consumer = RegistrationQueueConsumer(
         amqp: dependencies.amqp, registry: registry, apps: apps, queues: dependencies.queues,
         crashGuard: dependencies.crashGuard(for: dependencies.queues.registrations), logger: dependencies.logger, now: dependencies.now

@@ -8,6 +8,7 @@ public func buildPushRender(
 ) -> [any Service] {
     var configuration = configuration
     configuration.keyPrefix = dependencies.keyPrefix
+    configuration.registryShards = dependencies.registryShards
     return [
         PushRequestConsumer(
             amqp: dependencies.amqp, redis: dependencies.redis, apps: apps, catalogs: catalogs, configuration: configuration,

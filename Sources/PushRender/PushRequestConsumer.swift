@@ -7,6 +7,7 @@ import PushServiceKit
 public import Redis
 public import ServiceLifecycle
 import Synchronization
+import TokenRegistry
 
 /// Consumes `push.requests` (CONTRACT.md, "Push request v1") and fans each request out into send
 /// batches on `push.send` (``RequestFanOut``).
@@ -45,6 +46,8 @@ public struct PushRequestConsumer: Service {
     private let requestLocks = KeyedLocks()
     private let settler: DeliverySettler
     private let crashGuard: CrashGuard?
+    /// Each app's registry layout, read by every fan-out of this consumer.
+    private let layouts: RegistryLayouts
 
     /// - Parameters:
     ///   - crashGuard: finds a request that crashes push-render (nil: unguarded).
@@ -70,6 +73,7 @@ public struct PushRequestConsumer: Service {
         self.logger = logger.consuming(queues.requests)
         self.now = now
         self.settler = DeliverySettler(queue: queues.requests, queues: queues, subject: "push request", gaveUp: "not rendered")
+        self.layouts = RegistryLayouts(redis: redis, keyPrefix: configuration.keyPrefix, defaultShards: configuration.registryShards)
     }
 
     private var dependencies: FanOutDependencies {
@@ -80,6 +84,7 @@ public struct PushRequestConsumer: Service {
             configuration: configuration,
             store: RenderProgressStore(
                 redis: redis, keyPrefix: configuration.keyPrefix, progressTTL: configuration.progressTTL, leaseDuration: configuration.leaseDuration),
+            layouts: layouts,
             metrics: metrics,
             now: now
         )
@@ -142,11 +147,9 @@ public struct PushRequestConsumer: Service {
         let dependencies = self.dependencies
         let owner = owners.next()
         let claim: RenderProgressStore.Claim
-        let scanEpoch: String
         do {
             claim = try await dependencies.store.claim(
                 app: request.app.bundleID, requestID: request.id, owner: owner, instancePrefix: owners.prefix)
-            scanEpoch = try await dependencies.store.scanEpoch()
         } catch {
             return .retry(reason: "Redis unavailable: \(error.message)")
         }
@@ -169,9 +172,7 @@ public struct PushRequestConsumer: Service {
         do {
             // Stop between rounds at shutdown, or when the broker connection dropped (the broker
             // delivers the request again, and that copy resumes where this one stopped).
-            switch try await fanOut.run(
-                from: progress, scanEpoch: scanEpoch, owner: owner, shouldStop: { stopping.isStopped || !delivery.isSettleable })
-            {
+            switch try await fanOut.run(from: progress, owner: owner, shouldStop: { stopping.isStopped || !delivery.isSettleable }) {
             case .finished(let totals):
                 let fallbackKeys = fanOut.deviceFallbackKeys
                 if !fallbackKeys.isEmpty {

@@ -16,6 +16,9 @@ public struct RenderConfiguration: Sendable, Hashable {
     public var leaseDuration: Duration
     /// Prepended to progress keys (`<prefix>:{<app>}:render:<id>`) and used for registry keys; tests use their own.
     public var keyPrefix: String
+    /// The shards of an app's new registry (`PUSH_REGISTRY_SHARDS`, shared by every service; the
+    /// builder sets it from `ServiceDependencies`).
+    public var registryShards: Int = 24
 
     public static let defaultBatchSize = 500
     public static let defaultConcurrency = 4

@@ -7,7 +7,7 @@ public import Redis
 ///
 /// | key | type | holds |
 /// |---|---|---|
-/// | `{prefix}:{<app>}:render:<request id>` | hash | `state` (`running`/`done`), `position` (the scan position after the last confirmed round), `scan_epoch` (the Redis `run_id` that position belongs to), `sequence` (batches published so far), `tokens`, `skipped`, `updated_at` (ms) |
+/// | `{prefix}:{<app>}:render:<request id>` | hash | `state` (`running`/`done`), `position` (the scan position after the last confirmed round, with the `run_id` of the server each shard's cursor belongs to: ``TargetPosition``), `sequence` (batches published so far), `tokens`, `skipped`, `updated_at` (ms) |
 /// | `{prefix}:{<app>}:render:<request id>:lease` | string | the owning instance's id, with a TTL (``RenderConfiguration/leaseDuration``) |
 /// | `{prefix}:{<app>}:render:<request id>:rendered` | string | 8 bytes (little-endian) for each token rendered so far, its ``TokenDeduplicator`` fingerprint; read only to resume after a Redis restart; deleted when the request is done |
 /// | `{prefix}:{<app>}:render:<request id>:round` | string | the ``RoundPlan`` of the round being published: each token's mark set and slot, written before the round's batches are published, read when the request is resumed; deleted when the request is done |
@@ -168,19 +168,6 @@ public struct RenderProgressStore: Sendable {
         return max(1, seconds * 1000 + attoseconds / 1_000_000_000_000_000)
     }
 
-    /// The current Redis server's `run_id`, new at every start: an `SSCAN` cursor is only good on the
-    /// server that gave it (a restarted Redis rebuilds its sets with a new hash seed, and an old
-    /// cursor would skip some members and repeat others).
-    public func scanEpoch() async throws(RedisError) -> String {
-        let reply = try await redis.execute(RedisCommand(["INFO", "server"]))
-        guard let text = reply.string,
-            let line = text.split(whereSeparator: \.isNewline).first(where: { $0.hasPrefix("run_id:") })
-        else {
-            throw RedisError(.protocolError, "INFO server named no run_id")
-        }
-        return String(line.dropFirst("run_id:".count).filter { !$0.isWhitespace })
-    }
-
     /// `KEYS[1]` progress hash, `KEYS[2]` lease; `ARGV[1]` owner, `ARGV[2]` lease ms, `ARGV[3]` a
     /// prefix of owners that count as this owner.
     static let claimScript = RedisScript(
@@ -229,8 +216,6 @@ public struct RenderProgressStore: Sendable {
 public struct RenderProgress: Sendable, Equatable {
     /// Where the next round starts; nil before the first round.
     public var position: TargetPosition?
-    /// The Redis `run_id` ``position``'s cursor belongs to (``RenderProgressStore/scanEpoch()``).
-    public var scanEpoch: String?
     /// Batches published so far; the next batch is `<id>/<sequence + 1>`.
     public var sequence: Int
     public var tokens: Int
@@ -238,10 +223,9 @@ public struct RenderProgress: Sendable, Equatable {
     public var isDone: Bool
 
     public init(
-        position: TargetPosition? = nil, scanEpoch: String? = nil, sequence: Int = 0, tokens: Int = 0, skipped: Int = 0, isDone: Bool = false
+        position: TargetPosition? = nil, sequence: Int = 0, tokens: Int = 0, skipped: Int = 0, isDone: Bool = false
     ) {
         self.position = position
-        self.scanEpoch = scanEpoch
         self.sequence = sequence
         self.tokens = tokens
         self.skipped = skipped
@@ -250,8 +234,8 @@ public struct RenderProgress: Sendable, Equatable {
 
     init(hash: [String: String]) {
         self.init(
-            position: hash["position"].flatMap(TargetPosition.init(encoded:)),
-            scanEpoch: hash["scan_epoch"],
+            // `scan_epoch`: the one run_id positions kept beside them before sharding.
+            position: hash["position"].flatMap { TargetPosition(encoded: $0, legacyEpoch: hash["scan_epoch"]) },
             sequence: hash["sequence"].flatMap(Int.init) ?? 0,
             tokens: hash["tokens"].flatMap(Int.init) ?? 0,
             skipped: hash["skipped"].flatMap(Int.init) ?? 0,
@@ -268,7 +252,6 @@ public struct RenderProgress: Sendable, Equatable {
             ("updated_at", String(now)),
         ]
         if let position { fields.append(("position", position.encoded)) }
-        if let scanEpoch { fields.append(("scan_epoch", scanEpoch)) }
         return fields
     }
 }

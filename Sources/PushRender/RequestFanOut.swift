@@ -12,6 +12,8 @@ struct FanOutDependencies: Sendable {
     let queues: PushQueues
     let configuration: RenderConfiguration
     let store: RenderProgressStore
+    /// Each app's registry layout (shared by the consumer's fan-outs).
+    let layouts: RegistryLayouts
     let metrics: RenderMetrics
     let now: @Sendable () -> Int64
 }
@@ -41,9 +43,9 @@ enum FanOutError: Error, Sendable {
 
 /// Turns one push request into send batches, round by round:
 ///
-/// 1. **Scan** up to ``RenderConfiguration/roundTokens`` tokens from the target (`SSCAN` pages, or
-///    `to.tokens`), looking each page's devices up with one pipelined `HMGET` per token while the
-///    next page is scanned;
+/// 1. **Scan** up to ``RenderConfiguration/roundTokens`` tokens from the target (`SSCAN` pages of
+///    every shard's set at once, or `to.tokens`), looking each page's devices up with one pipelined
+///    `HMGET` per token while the next page is scanned;
 /// 2. **Render**: each device gets its kind's shared rendering from the ``VariantTable``; repeats of
 ///    a token are dropped (``TokenDeduplicator``); devices left with nothing are counted and skipped;
 /// 3. **Batch**: tokens are grouped by (environment, rendered payload, push type, priority) into
@@ -73,16 +75,20 @@ final class RequestFanOut {
     private let logger: Logger
     /// The most tokens one round held (scanned, not yet published): the fan-out's memory bound.
     private(set) var largestRoundTokens = 0
+    /// Whether this run continues an earlier one (its tokens are not in ``deduplicator``).
+    private var resumed = false
+    /// Whether the fingerprints of the tokens rendered before the resume are in ``deduplicator``.
+    private var preloadedRendered = false
 
     init(request: PushRequest, renderer: NotificationRenderer, dependencies: FanOutDependencies, logger: Logger) {
         self.request = request
         self.dependencies = dependencies
-        let keys = RegistryKeys(prefix: dependencies.configuration.keyPrefix, app: request.app.bundleID)
+        let prefix = dependencies.configuration.keyPrefix
         let scanner = TargetScanner(
-            redis: dependencies.redis, keys: keys, target: request.target, pageSize: TokenRegistry.scanBatchSize,
-            attributesType: request.attributesType, isLiveActivity: request.pushType == .liveactivity)
+            redis: dependencies.redis, keyPrefix: prefix, app: request.app.bundleID, target: request.target,
+            pageSize: TokenRegistry.scanBatchSize, attributesType: request.attributesType, isLiveActivity: request.pushType == .liveactivity)
         self.scanner = scanner
-        self.lookup = DeviceLookup(redis: dependencies.redis, keys: keys, records: scanner.records)
+        self.lookup = DeviceLookup(redis: dependencies.redis, keyPrefix: prefix, app: request.app.bundleID, records: scanner.records)
         self.variants = VariantTable(renderer: renderer)
         self.logger = logger
     }
@@ -116,14 +122,13 @@ final class RequestFanOut {
     /// Runs rounds from `progress` until the target is exhausted, `shouldStop` says so (checked between
     /// rounds), or a round fails.
     ///
-    /// `scanEpoch` is the Redis server's current ``RenderProgressStore/scanEpoch()``: a saved cursor of
-    /// another server (Redis restarted since) is void, so its part is scanned again from the start;
-    /// that may send the part's earlier tokens twice, but skips none.
-    func run(
-        from progress: RenderProgress, scanEpoch: String, owner: String, shouldStop: @Sendable () -> Bool
-    ) async throws(FanOutError) -> FanOutOutcome {
+    /// A saved cursor of a server that restarted or was replaced since is void (``TargetScanner``):
+    /// that shard's set is scanned again from its start, skipping the tokens this request rendered
+    /// before (their fingerprints are saved with every round).
+    func run(from progress: RenderProgress, owner: String, shouldStop: @Sendable () -> Bool) async throws(FanOutError) -> FanOutOutcome {
         var totals = progress
         var position = progress.position ?? .start
+        resumed = progress.position != nil
         do {
             if let plan = try await dependencies.store.roundPlan(app: request.app.bundleID, requestID: request.id),
                 plan.startSequence >= progress.sequence
@@ -138,23 +143,6 @@ final class RequestFanOut {
         } catch {
             throw .redis(error)
         }
-        if progress.position != nil, progress.scanEpoch != scanEpoch, position.cursor != "0" {
-            // The tokens rendered before (their fingerprints, saved with every round) are skipped.
-            let rendered: [UInt64]
-            do {
-                rendered = try await dependencies.store.rendered(app: request.app.bundleID, requestID: request.id)
-            } catch {
-                throw .redis(error)
-            }
-            deduplicator.preload(rendered)
-            logger.warning(
-                "Redis restarted since this request's last round: its scan cursor is void, so the current part is scanned again from its start, skipping the tokens rendered before",
-                metadata: ["push.part": "\(position.part)", "push.batches": "\(progress.sequence)", "push.rendered": "\(rendered.count)"]
-            )
-            position.cursor = "0"
-            totals.position = position
-        }
-        totals.scanEpoch = scanEpoch
         var inFlight: Task<Result<Bool, FanOutError>, Never>?
         let dependencies = self.dependencies
         let request = self.request
@@ -287,17 +275,36 @@ final class RequestFanOut {
         var slots: [Int] = []
     }
 
+    /// A set is being scanned again from its start (its server changed since its cursor was
+    /// saved): in a resumed run, the tokens rendered before the resume must be skipped too.
+    private func preloadRendered(at position: TargetPosition) async throws(RedisError) {
+        guard resumed, !preloadedRendered else { return }
+        let rendered = try await dependencies.store.rendered(app: request.app.bundleID, requestID: request.id)
+        deduplicator.preload(rendered)
+        preloadedRendered = true
+        logger.warning(
+            "a Redis server restarted or was replaced since this request's last round: its scan cursors are void, so those sets are scanned again from their start, skipping the tokens rendered before",
+            metadata: ["push.part": "\(position.part)", "push.rendered": "\(rendered.count)"])
+    }
+
     private func buildRound(from start: TargetPosition, sequence: Int) async throws(FanOutError) -> Round {
         if case .channel(let channel) = request.target { return broadcastRound(channel: channel, sequence: sequence) }
         var round = Round(position: start, sequence: sequence, plan: RoundPlan(startSequence: sequence))
         let roundTokens = dependencies.configuration.roundTokens
         let batchSize = dependencies.configuration.batchSize
         let lookup = self.lookup
-        var pages: [(tokens: [DeviceToken], devices: Task<Result<[LookedUpDevice], RedisError>, Never>)] = []
+        var pages: [(tokens: [ScannedToken], devices: Task<Result<[LookedUpDevice], RedisError>, Never>)] = []
         var scanned = 0
+        let state: RegistryState
+        do {
+            state = try await dependencies.layouts.state(app: request.app.bundleID)
+        } catch {
+            throw .redis(error.underlying ?? RedisError(.connectionFailed, error.message))
+        }
         do {
             while !scanner.isFinished(round.position), scanned < roundTokens {
-                let page = try await scanner.page(at: round.position)
+                let page = try await scanner.page(at: round.position, state: state)
+                if page.restarted { try await preloadRendered(at: round.position) }
                 round.position = page.next
                 scanned += page.tokens.count + page.unreadable
                 if page.unreadable > 0 { round.skipped[SkipReason.unreadableRecord.rawValue, default: 0] += page.unreadable }
@@ -307,7 +314,7 @@ final class RequestFanOut {
                     (
                         tokens,
                         Task { () -> Result<[LookedUpDevice], RedisError> in
-                            do throws(RedisError) { return .success(try await lookup.devices(tokens)) } catch { return .failure(error) }
+                            do throws(RedisError) { return .success(try await lookup.devices(tokens, state: state)) } catch { return .failure(error) }
                         }
                     ))
             }
@@ -358,9 +365,13 @@ final class RequestFanOut {
                 continue
             }
             guard failure == nil else { continue }
-            for (token, device) in zip(page.tokens, devices) {
+            for (scanned, device) in zip(page.tokens, devices) {
+                let token = scanned.token
                 let fingerprint = TokenDeduplicator.fingerprint(token.hex)
-                guard deduplicator.insert(fingerprint: fingerprint) else {
+                if case .registered = device {
+                } else if case .unregistered = device, scanner.tokensAreListed {
+                } else if deduplicator.contains(fingerprint: fingerprint) {
+                    // Sent already; what it looks like now does not matter.
                     round.skipped["duplicate", default: 0] += 1
                     continue
                 }
@@ -381,6 +392,12 @@ final class RequestFanOut {
                     round.skipped[SkipReason.unreadableRecord.rawValue, default: 0] += 1
                     continue
                 case .notTargeted:
+                    continue
+                }
+                // Remembered only now that it is going to be sent: a token skipped above may turn up
+                // again where it is registered (a device that moved to another layout meanwhile).
+                guard deduplicator.insert(fingerprint: fingerprint) else {
+                    round.skipped["duplicate", default: 0] += 1
                     continue
                 }
                 let entry: VariantTable.Entry

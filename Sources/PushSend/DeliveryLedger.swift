@@ -4,11 +4,12 @@ public import Redis
 /// whether APNs accepted it, and (for at-most-once apps) whether it was handed to APNs at all.
 ///
 /// One bitmap per mark set (the send batch push-render made; retries keep their original batch's
-/// mark set, see ``PushCore/SendBatch/markSet``): `push:{<app>}:marks:<mark set>`, two bits per
+/// mark set, see ``PushCore/SendBatch/markSet``): `push:marks:{<app>:<mark set>}`, two bits per
 /// token slot: bit `2·slot` = accepted, bit `2·slot + 1` = claimed (sent, answer not yet known).
 /// A 500-token batch costs one key of about 125 bytes of bits (well under a byte a token), where a
-/// key per token cost about 290 bytes a token. The app's hash tag keeps a batch's key in the app's
-/// Redis Cluster slot.
+/// key per token cost about 290 bytes a token. Each mark set is its own hash tag, so a broadcast's
+/// marks spread over every master of a Redis Cluster (they were under the app's tag, `{<app>}`,
+/// before; marks of batches in flight across that upgrade are not found, see the README).
 ///
 /// Reading a batch's marks is one `GET`; marking is `BITFIELD … SET u1 <bit> 1` plus `EXPIRE`,
 /// pipelined across batches by ``AcceptanceMarker``.
@@ -29,7 +30,7 @@ public struct DeliveryLedger: Sendable {
     }
 
     public func key(app: String, markSet: String) -> String {
-        "\(keyPrefix):{\(app)}:marks:\(markSet)"
+        "\(keyPrefix):marks:{\(app):\(markSet)}"
     }
 
     /// The marks of one mark set (empty when none was written, or they expired).

@@ -1,16 +1,22 @@
 public import PushCore
 public import RateLimiting
 public import Redis
+import Synchronization
 
 /// The apps file's `rate_limits` applied to a batch's tokens: `per_device_per_hour` for each token,
-/// `per_app_per_second` for the app, both in one atomic Redis script per batch
-/// (``RateLimiting/RateLimiter/checkBatch(_:)``).
+/// `per_app_per_second` for the app, both in one atomic Redis script per shard of the batch
+/// (``RateLimiting/RateLimiter/checkBatches(_:)``, all in one pipeline).
 ///
-/// Keys: `push:{<app>}:send:rate:app` and `push:{<app>}:send:rate:device:<token>` (one hash tag, one
-/// Cluster slot).
+/// Keys: `push:{<app>#<n>}:send:rate:device:<token>` for each token, beside the app's allowance in
+/// the same shard, `push:{<app>#<n>}:send:rate:app` (``shards`` shards, ``RedisHashTagSpread``), so
+/// one large app's limits use every master of a Redis Cluster. Each shard's allowance is the app's
+/// rate over ``shards`` periods, with a burst of its share of the app's, so together they admit the
+/// app's rate; a batch's tokens spread evenly over the shards.
 public struct SendRateLimits: Sendable {
     private let limiter: RateLimiter
     public let keyPrefix: String
+    /// The shards the keys spread over.
+    public static let shards = 24
 
     public init(redis: any RedisCommandExecutor, keyPrefix: String = "push") {
         self.limiter = RateLimiter(redis: redis)
@@ -19,15 +25,39 @@ public struct SendRateLimits: Sendable {
 
     /// One decision per token, in order: allowed, or limited with the wait before it would be allowed.
     public func check(app: AppConfiguration, tokens: [String]) async throws(RedisError) -> [RateLimitDecision] {
-        try await limiter.checkBatch(
-            BatchRateLimit(
-                sharedKey: "\(keyPrefix):{\(app.bundleID)}:send:rate:app",
-                sharedLimit: app.rateLimits.perAppPerSecond,
-                sharedPeriod: .seconds(1),
-                itemKeys: tokens.map { "\(keyPrefix):{\(app.bundleID)}:send:rate:device:\($0)" },
+        let spread = Self.spread(app: app.bundleID)
+        var groups: [Int: [Int]] = [:]
+        for (index, token) in tokens.enumerated() { groups[spread.index(of: token), default: []].append(index) }
+        let shards = groups.keys.sorted()
+        let perApp = app.rateLimits.perAppPerSecond
+        let checks = shards.map { shard -> BatchRateLimit in
+            let tag = spread.tag(shard)
+            return BatchRateLimit(
+                sharedKey: "\(keyPrefix):{\(tag)}:send:rate:app",
+                sharedLimit: perApp,
+                sharedPeriod: .seconds(Self.shards),
+                sharedBurst: Swift.max(1, (perApp + Self.shards - 1) / Self.shards),
+                itemKeys: groups[shard]!.map { "\(keyPrefix):{\(tag)}:send:rate:device:\(tokens[$0])" },
                 itemLimit: app.rateLimits.perDevicePerHour,
                 itemPeriod: .seconds(3600)
             )
-        )
+        }
+        let answers = try await limiter.checkBatches(checks)
+        var decisions = [RateLimitDecision](repeating: .allowed(remaining: 0), count: tokens.count)
+        for (shard, answer) in zip(shards, answers) {
+            for (index, decision) in zip(groups[shard]!, answer) { decisions[index] = decision }
+        }
+        return decisions
     }
+
+    static func spread(app: String) -> RedisHashTagSpread {
+        spreads.withLock { cache in
+            if let found = cache[app] { return found }
+            let spread = RedisHashTagSpread(name: app, count: shards)
+            cache[app] = spread
+            return spread
+        }
+    }
+
+    private static let spreads = Mutex<[String: RedisHashTagSpread]>([:])
 }

@@ -15,6 +15,7 @@ import Redis
 /// | `PUSH_AMQP_URL` | ``amqpURL`` | `amqp://guest:guest@127.0.0.1:5672/%2f` | `amqp://` or `amqps://` URL with a host; a cluster's brokers separated by commas (`amqp://u:p@rabbit-0/%2f,rabbit-1,rabbit-2:5673`, see `AMQPConfiguration`) |
 /// | `PUSH_AMQP_QUORUM_SIZE` | ``amqpQuorumSize`` | none: every node of the cluster when the queue is created | 1–99: replicas of each quorum queue the services create (queues that exist keep theirs) |
 /// | `PUSH_REDIS_URL` | ``redisURL`` | `redis://127.0.0.1:6379/0` | `redis://` URL with a host, optional `/<db>`; a Redis Cluster as `redis+cluster://host:port,host:port,…` (see `RedisConfiguration`) |
+/// | `PUSH_REGISTRY_SHARDS` | ``registryShards`` | `24` | 1–1024: virtual shards of an app's new registry (an existing registry keeps its layout until `pushctl registry migrate`) |
 /// | `PUSH_APPS_FILE` | ``appsFile`` | `config/apps.json` | a path (read by ``loadAppsFile(requireCredentialFiles:)``) |
 /// | `PUSH_APNS_ENDPOINT` | ``apnsEndpoint`` | none: per app, production or sandbox | `https://host[:port]`, no path |
 /// | `PUSH_APNS_CA_FILE` | ``apnsCAFile`` | none: the system trust store | a PEM path |
@@ -38,6 +39,9 @@ public struct PushConfiguration: Sendable, Hashable {
     public var amqpQuorumSize: Int?
     /// Redis.
     public var redisURL: String
+    /// The virtual shards an app's registry gets when it is created (`TokenRegistry`'s
+    /// `RegistryLayouts`); 1 is the single-tag layout of earlier versions.
+    public var registryShards: Int = 24
     /// The apps file: per-app APNs credentials, ingest keys and limits.
     public var appsFile: String
     /// Overrides every app's APNs endpoint, e.g. `https://127.0.0.1:2197` for `apns-sandbox`.
@@ -193,6 +197,9 @@ extension PushConfiguration {
             amqpURLKey,
             amqpQuorumSizeKey,
             redisURLKey,
+            .int(
+                "PUSH_REGISTRY_SHARDS", \.registryShards, in: 1...1024,
+                "virtual shards of an app's new registry (1-1024; an existing registry keeps its layout until pushctl registry migrate)"),
             .string("PUSH_APPS_FILE", \.appsFile, "per-app APNs credentials, ingest keys and limits"),
             ConfigurationKey(
                 "PUSH_APNS_ENDPOINT", "APNs override, e.g. https://127.0.0.1:2197 for apns-sandbox",

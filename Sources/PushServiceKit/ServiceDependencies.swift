@@ -15,6 +15,8 @@ public struct ServiceDependencies: Sendable {
     public var queues: PushQueues
     /// The part before `{<app>}` of every Redis key (tests use their own).
     public var keyPrefix: String
+    /// The virtual shards of an app's new registry (`PUSH_REGISTRY_SHARDS`).
+    public var registryShards: Int = 24
     public var logger: Logger
     /// Milliseconds since 1970; tests move it.
     public var now: @Sendable () -> Int64
@@ -34,6 +36,7 @@ public struct ServiceDependencies: Sendable {
     /// A running service's: its runtime's connections, queues and logger, the wall clock.
     public init(_ runtime: PushServiceRuntime) {
         self.init(amqp: runtime.amqp, redis: runtime.redis, queues: runtime.queues, logger: runtime.logger)
+        self.registryShards = runtime.configuration.registryShards
     }
 
     /// The crash guard of a consumer of `queue` (``CrashGuard``), naming the service by the logger's

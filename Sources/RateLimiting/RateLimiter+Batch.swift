@@ -7,16 +7,22 @@ public struct BatchRateLimit: Sendable, Hashable {
     public var sharedKey: String
     public var sharedLimit: Int
     public var sharedPeriod: Duration
+    /// The shared allowance's burst (default: its limit).
+    public var sharedBurst: Int?
     /// One key per item, e.g. `push:{com.example.game}:send:rate:device:<token>`. Put the shared key's
     /// hash tag in them so all keys of one check live in one Redis Cluster slot.
     public var itemKeys: [String]
     public var itemLimit: Int
     public var itemPeriod: Duration
 
-    public init(sharedKey: String, sharedLimit: Int, sharedPeriod: Duration, itemKeys: [String], itemLimit: Int, itemPeriod: Duration) {
+    public init(
+        sharedKey: String, sharedLimit: Int, sharedPeriod: Duration, sharedBurst: Int? = nil, itemKeys: [String], itemLimit: Int,
+        itemPeriod: Duration
+    ) {
         self.sharedKey = sharedKey
         self.sharedLimit = sharedLimit
         self.sharedPeriod = sharedPeriod
+        self.sharedBurst = sharedBurst
         self.itemKeys = itemKeys
         self.itemLimit = itemLimit
         self.itemPeriod = itemPeriod
@@ -39,28 +45,45 @@ extension RateLimiter {
     /// - Returns: one decision per item key, in order. `remaining` is the item's own allowance left.
     /// - Throws: the Redis client's error; callers decide whether to fail open or closed.
     public func checkBatch(_ check: BatchRateLimit) async throws(RedisError) -> [RateLimitDecision] {
-        let shared = GCRA(limit: check.sharedLimit, period: check.sharedPeriod)
-        let item = GCRA(limit: check.itemLimit, period: check.itemPeriod)
-        var decisions: [RateLimitDecision] = []
-        decisions.reserveCapacity(check.itemKeys.count)
-        var start = 0
-        while start < check.itemKeys.count {
-            let keys = Array(check.itemKeys[start..<Swift.min(start + Self.maximumBatchKeys, check.itemKeys.count)])
-            let reply = try await redis.evalScript(
-                Self.batchScript,
-                keys: [check.sharedKey] + keys,
-                args: [String(shared.interval), String(shared.tolerance), String(item.interval), String(item.tolerance)]
-            )
-            guard let elements = reply.array, elements.count == keys.count * 2 else {
-                throw RedisError(.protocolError, "batch rate limit script for \(check.sharedKey): unexpected reply \(reply)")
+        try await checkBatches([check])[0]
+    }
+
+    /// ``checkBatch(_:)`` for several checks (e.g. one per shard of a Redis Cluster), all their
+    /// script calls in one pipeline.
+    public func checkBatches(_ checks: [BatchRateLimit]) async throws(RedisError) -> [[RateLimitDecision]] {
+        var commands: [RedisCommand] = []
+        var calls: [(check: Int, keys: Int)] = []
+        for (index, check) in checks.enumerated() {
+            let shared = GCRA(limit: check.sharedLimit, period: check.sharedPeriod, burst: check.sharedBurst)
+            let item = GCRA(limit: check.itemLimit, period: check.itemPeriod)
+            var start = 0
+            while start < check.itemKeys.count {
+                let keys = Array(check.itemKeys[start..<Swift.min(start + Self.maximumBatchKeys, check.itemKeys.count)])
+                var command: RedisCommand = ["EVALSHA", Self.batchScript.sha1]
+                command.append(keys.count + 1)
+                command.append(check.sharedKey)
+                command.append(contentsOf: keys)
+                command.append(contentsOf: [String(shared.interval), String(shared.tolerance), String(item.interval), String(item.tolerance)])
+                commands.append(command)
+                calls.append((index, keys.count))
+                start += keys.count
             }
-            for index in keys.indices {
+        }
+        var decisions = [[RateLimitDecision]](repeating: [], count: checks.count)
+        guard !commands.isEmpty else { return decisions }
+        let replies = try await redis.pipelineScript(Self.batchScript, commands)
+        for ((check, count), reply) in zip(calls, replies) {
+            let sharedKey = checks[check].sharedKey
+            let reply = try reply.throwingServerError()
+            guard let elements = reply.array, elements.count == count * 2 else {
+                throw RedisError(.protocolError, "batch rate limit script for \(sharedKey): unexpected reply \(reply)")
+            }
+            for index in 0..<count {
                 guard let allowed = elements[index * 2].integer, let value = elements[index * 2 + 1].integer else {
-                    throw RedisError(.protocolError, "batch rate limit script for \(check.sharedKey): unexpected reply \(reply)")
+                    throw RedisError(.protocolError, "batch rate limit script for \(sharedKey): unexpected reply \(reply)")
                 }
-                decisions.append(allowed == 1 ? .allowed(remaining: Int(value)) : .limited(retryAfter: .microseconds(value)))
+                decisions[check].append(allowed == 1 ? .allowed(remaining: Int(value)) : .limited(retryAfter: .microseconds(value)))
             }
-            start += keys.count
         }
         return decisions
     }

@@ -54,7 +54,11 @@ public struct RegistryError: Error, Sendable, Equatable, CustomStringConvertible
 extension RegistryError {
     /// Error replies that mean "not now" rather than "never": the server is starting, failing over,
     /// out of memory, or stuck in a long script.
-    private static let transientReplyPrefixes = ["LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "READONLY", "CLUSTERDOWN", "OOM"]
+    private static let transientReplyPrefixes = ["LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "READONLY", "CLUSTERDOWN", "OOM", "LAYOUT"]
+
+    /// The single-tag layout refused a write because the registry started moving to shards (the
+    /// scripts' `LAYOUT` error): read the layout again and write there.
+    var isLayoutRefusal: Bool { underlying?.message.hasPrefix("LAYOUT") == true }
 
     /// Classifies a Redis client error for `operation` (e.g. `upsert of push:{app}:token:ab12…`).
     static func redis(_ error: RedisError, during operation: String, key: String) -> RegistryError {

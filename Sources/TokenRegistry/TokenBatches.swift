@@ -1,11 +1,12 @@
 public import PushCore
 public import Redis
 
-/// The tokens of one registry set (a user's, a topic's or the app's), streamed in batches with
-/// `SSCAN`, so a million-token set is never held in memory or fetched in one blocking reply.
+/// The tokens of one registry set (a user's, a topic's or the app's) in every shard, streamed in
+/// batches with `SSCAN`, shard after shard, so a million-token set is never held in memory or
+/// fetched in one blocking reply.
 ///
 /// ```swift
-/// for try await batch in registry.tokens(app: "com.example.game", topic: "news") {
+/// for try await batch in try await registry.tokens(app: "com.example.game", topic: "news") {
 ///     // batch: [DeviceToken], up to about TokenRegistry.scanBatchSize tokens, never empty
 /// }
 /// ```
@@ -15,27 +16,27 @@ public import Redis
 /// resized during the iteration (callers that must not send twice dedupe downstream). A set that does
 /// not exist yields nothing.
 ///
-/// Each iteration is one pass over the set, started afresh by each `makeAsyncIterator()`. It ends when
-/// Redis returns cursor 0, which `SSCAN` guarantees after finitely many calls; the number of calls is
-/// about the set's size divided by the batch size.
+/// Each iteration is one pass over the shards' sets, started afresh by each `makeAsyncIterator()`. Each
+/// set ends when Redis returns cursor 0, which `SSCAN` guarantees after finitely many calls; the
+/// number of calls is about the set's size divided by the batch size, plus one per shard.
 public struct TokenBatches: AsyncSequence, Sendable {
     public typealias Element = [DeviceToken]
     public typealias Failure = RegistryError
 
     private let redis: any RedisCommandExecutor
-    /// The set's key.
-    public let key: String
+    /// The set's key in each shard, in the order they are read.
+    public let keys: [String]
     /// The `COUNT` hint of each `SSCAN`; Redis may return a few more or fewer per call.
     public let batchSize: Int
 
-    init(redis: any RedisCommandExecutor, key: String, batchSize: Int) {
+    init(redis: any RedisCommandExecutor, keys: [String], batchSize: Int) {
         self.redis = redis
-        self.key = key
+        self.keys = keys
         self.batchSize = Swift.max(1, batchSize)
     }
 
     public func makeAsyncIterator() -> AsyncIterator {
-        AsyncIterator(redis: redis, key: key, batchSize: batchSize)
+        AsyncIterator(redis: redis, keys: keys, batchSize: batchSize)
     }
 
     public struct AsyncIterator: AsyncIteratorProtocol, Sendable {
@@ -43,15 +44,18 @@ public struct TokenBatches: AsyncSequence, Sendable {
         public typealias Failure = RegistryError
 
         private let redis: any RedisCommandExecutor
-        private let key: String
+        private let keys: [String]
         private let batchSize: Int
-        /// The next `SSCAN` cursor; nil once Redis returned cursor 0.
-        private var cursor: String? = "0"
+        /// The set being read, an index into ``keys``.
+        private var index = 0
+        /// The next `SSCAN` cursor in it; nil once every set is read.
+        private var cursor: String?
 
-        init(redis: any RedisCommandExecutor, key: String, batchSize: Int) {
+        init(redis: any RedisCommandExecutor, keys: [String], batchSize: Int) {
             self.redis = redis
-            self.key = key
+            self.keys = keys
             self.batchSize = batchSize
+            self.cursor = keys.isEmpty ? nil : "0"
         }
 
         /// The next non-empty batch, or nil when the pass is complete.
@@ -60,6 +64,7 @@ public struct TokenBatches: AsyncSequence, Sendable {
         /// skipped here. The loop ends because every call advances the cursor and `SSCAN` reaches 0.
         public mutating func next() async throws(RegistryError) -> [DeviceToken]? {
             while let current = cursor {
+                let key = keys[index]
                 let reply: RedisReply
                 do {
                     reply = try await redis.execute("SSCAN", key, current, "COUNT", String(batchSize))
@@ -71,7 +76,12 @@ public struct TokenBatches: AsyncSequence, Sendable {
                     cursor = nil
                     throw RegistryError.unexpectedReply(reply, during: "scan of \(key)")
                 }
-                cursor = nextCursor == "0" ? nil : nextCursor
+                if nextCursor != "0" {
+                    cursor = nextCursor
+                } else {
+                    index += 1
+                    cursor = index < keys.count ? "0" : nil
+                }
                 var tokens: [DeviceToken] = []
                 tokens.reserveCapacity(members.count)
                 for member in members {

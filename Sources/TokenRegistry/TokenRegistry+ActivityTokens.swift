@@ -6,12 +6,17 @@ import Redis
 ///
 /// | key | type | holds |
 /// |---|---|---|
-/// | `{prefix}:{<app>}:activity-token:<hex>` | hash | the token's record: `kind` (`push_to_start`/`update`), `device`, `attributes_type`, `activity_id`, `user`, `locale`, `environment`, `registered_at`, `updated_at`, `expires_at` (ms); an update token's record expires at `expires_at` |
-/// | `{prefix}:{<app>}:device-activities:<device hex>` | hash | the device's slots: `pts:<type>` / `activity:<id>` → the token holding it |
-/// | `{prefix}:{<app>}:pts:<attributes type>` | set | push-to-start tokens of that type |
-/// | `{prefix}:{<app>}:pts-user:<user>` | set | the user's push-to-start tokens |
-/// | `{prefix}:{<app>}:activity:<activity id>` | set | update tokens of that activity (expires with its last token) |
-/// | `{prefix}:{<app>}:activity-user:<user>` | set | the user's update tokens (expires with its last token) |
+/// | `{prefix}:{<tag>}:activity-token:<hex>` | hash | the token's record: `kind` (`push_to_start`/`update`), `device`, `attributes_type`, `activity_id`, `user`, `locale`, `environment`, `registered_at`, `updated_at`, `expires_at` (ms); an update token's record expires at `expires_at` |
+/// | `{prefix}:{<tag>}:device-activities:<device hex>` | hash | the device's slots: `pts:<type>` / `activity:<id>` → the token holding it |
+/// | `{prefix}:{<tag>}:pts:<attributes type>` | set | push-to-start tokens of that type (in this shard) |
+/// | `{prefix}:{<tag>}:pts-user:<user>` | set | the user's push-to-start tokens (in this shard) |
+/// | `{prefix}:{<tag>}:activity:<activity id>` | set | update tokens of that activity (in this shard; expires with its last token) |
+/// | `{prefix}:{<tag>}:activity-user:<user>` | set | the user's update tokens (in this shard; expires with its last token) |
+///
+/// `<tag>` is the tag of the *device's* shard (``RegistryLayout/shard(of:)`` of the device token): a
+/// device's Live Activity tokens live beside its record, so replacing a slot's token, deleting the
+/// device and moving its activities to a new user are each one script. Finding an activity token
+/// by its own hex alone (push-feedback's invalid-token reports) therefore looks in every shard.
 ///
 /// `user`, `locale` and `environment` are the registration's, or else the device record's at the
 /// time of registration (apps register activity tokens after the device, and again whenever
@@ -31,20 +36,21 @@ extension TokenRegistry {
     public func upsertActivityToken(
         app: String, device: DeviceToken, registration: ActivityTokenRegistration, defaultEnvironment: AppConfiguration.Environment, now: Int64
     ) async throws(RegistryError) -> ActivityTokenUpserted {
-        let keys = keys(app: app)
         let slot = registration.slot
         var activityID = ""
         if case .activity(let id) = slot { activityID = id }
-        let args = [
-            keys.base, registration.pushToken.hex, String(now), slot.field, slot.kind, registration.attributesType ?? "", activityID,
-            registration.user ?? "", registration.locale ?? "", registration.environment?.rawValue ?? "", defaultEnvironment.rawValue,
-            registration.expiresAt.map(String.init) ?? "", device.hex, String(Self.tombstoneLifetime.components.seconds * 1000),
-        ]
-        let recordKey = keys.activityRecord(registration.pushToken)
-        let operation = "activity token upsert of \(keys.base)activity-token:\(registration.pushToken.redacted)"
-        let reply = try await runActivityScript(
-            Self.upsertActivityTokenScript, keys: [recordKey, keys.deviceActivities(device), keys.record(device)], args: args,
-            operation: operation, key: recordKey)
+        let operation = "activity token upsert of \(registration.pushToken.redacted)"
+        let reply = try await writing(app: app, device: device) { keys, fence throws(RegistryError) in
+            let args = [
+                keys.base, registration.pushToken.hex, String(now), slot.field, slot.kind, registration.attributesType ?? "", activityID,
+                registration.user ?? "", registration.locale ?? "", registration.environment?.rawValue ?? "", defaultEnvironment.rawValue,
+                registration.expiresAt.map(String.init) ?? "", device.hex, String(Self.tombstoneLifetime.components.seconds * 1000),
+            ]
+            let recordKey = keys.activityRecord(registration.pushToken)
+            return try await runActivityScript(
+                Self.upsertActivityTokenScript, keys: [recordKey, keys.deviceActivities(device), keys.record(device)] + fence, args: args,
+                operation: "activity token upsert of \(keys.base)activity-token:\(registration.pushToken.redacted)", key: recordKey)
+        }
         guard let elements = reply.array, elements.count == 5, let outcome = elements[0].integer, let registeredAt = elements[1].integer,
             let environmentName = elements[4].string, let environment = AppConfiguration.Environment(rawValue: environmentName)
         else {
@@ -64,19 +70,34 @@ extension TokenRegistry {
     /// - Returns: whether a token was removed.
     @discardableResult
     public func deleteActivityToken(app: String, device: DeviceToken, slot: ActivityTokenSlot, at: Int64) async throws(RegistryError) -> Bool {
-        let keys = keys(app: app)
-        let slotsKey = keys.deviceActivities(device)
-        let reply = try await runActivityScript(
-            Self.deleteActivityTokenScript, keys: [slotsKey],
-            args: [keys.base, slot.field, String(at), String(Self.tombstoneLifetime.components.seconds)],
-            operation: "activity token delete of \(slotsKey) \(slot.field)", key: slotsKey)
+        let reply = try await writing(app: app, device: device) { keys, fence throws(RegistryError) in
+            let slotsKey = keys.deviceActivities(device)
+            return try await runActivityScript(
+                Self.deleteActivityTokenScript, keys: [slotsKey] + fence,
+                args: [keys.base, slot.field, String(at), String(Self.tombstoneLifetime.components.seconds)],
+                operation: "activity token delete of \(slotsKey) \(slot.field)", key: slotsKey)
+        }
         guard let removed = reply.integer else { throw RegistryError.unexpectedReply(reply, during: "activity token delete") }
         return removed == 1
     }
 
     /// The token in `device`'s `slot`, or nil when the slot is empty (or its token expired).
     public func activityToken(app: String, device: DeviceToken, slot: ActivityTokenSlot) async throws(RegistryError) -> ActivityTokenRecord? {
-        let keys = keys(app: app)
+        for layout in try await layouts.state(app: app).readOrder {
+            if let record = try await activityToken(
+                keys: layout.keys(prefix: keyPrefix, app: app, device: device), app: app, device: device, slot: slot)
+            {
+                return record
+            }
+        }
+        return nil
+    }
+
+    private func activityToken(
+        keys: RegistryKeys, app: String, device: DeviceToken, slot: ActivityTokenSlot
+    ) async throws(RegistryError)
+        -> ActivityTokenRecord?
+    {
         let slotsKey = keys.deviceActivities(device)
         let held: RedisReply
         do {
@@ -203,7 +224,7 @@ extension TokenRegistry {
         """
 
     /// Upsert of an activity token. `KEYS[1]` its record, `KEYS[2]` the device's slots, `KEYS[3]` the
-    /// device's record; `ARGV`: base, token, now (ms), slot field, kind, attributes type, activity id,
+    /// device's record (`KEYS[4]` the layout hash, in the single-tag layout); `ARGV`: base, token, now (ms), slot field, kind, attributes type, activity id,
     /// user, locale, environment (each `""` when not given), the app's environment, expires at (ms or
     /// `""`), the device's hex, the tombstones' lifetime (ms).
     ///
@@ -211,8 +232,9 @@ extension TokenRegistry {
     /// record or a deletion (tombstone) is newer; else `{created (1/0), registered_at, user, locale,
     /// environment}` as stored.
     static let upsertActivityTokenScript = RedisScript(
-        removeActivityTokenLua + """
+        layoutFenceLua + removeActivityTokenLua + """
 
+            if layout_moved(KEYS[4]) then \(layoutRefusal) end
             local record, slots, device = KEYS[1], KEYS[2], KEYS[3]
             local base, token, now, slot, kind, atype, aid = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
             local user, locale, env, default_env, expires, device_hex = ARGV[8], ARGV[9], ARGV[10], ARGV[11], ARGV[12], ARGV[13]
@@ -282,11 +304,13 @@ extension TokenRegistry {
             """
     )
 
-    /// Delete of a device's slot. `KEYS[1]` the device's slots; `ARGV`: base, slot field, at (ms),
+    /// Delete of a device's slot. `KEYS[1]` the device's slots (`KEYS[2]` the layout hash, in the
+    /// single-tag layout); `ARGV`: base, slot field, at (ms),
     /// tombstone lifetime (s). Returns 1 (removed), 0 (empty slot) or 2 (registered after `at`: kept).
     static let deleteActivityTokenScript = RedisScript(
-        removeActivityTokenLua + """
+        layoutFenceLua + removeActivityTokenLua + """
 
+            if layout_moved(KEYS[2]) then \(layoutRefusal) end
             local slots = KEYS[1]
             local base, slot, at, lifetime = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
             local token = redis.call('HGET', slots, slot)

@@ -6,7 +6,7 @@ import Redis
 ///
 /// Each call does what ``TokenRegistry/deleteIfNotRegistered(since:app:token:)`` does — the token is
 /// removed (record, user, topic and app sets, atomically) only if it was not registered again after
-/// the report's moment — and also leaves a short-lived *removal note* (`{prefix}:{<app>}:removed:<hex>`,
+/// the report's moment — and also leaves a short-lived *removal note* (`{prefix}:{<tag>}:removed:<hex>`,
 /// a string `<at ms> <reason>` that expires after `noteLifetime`). A report that finds no record but a
 /// note learns that an earlier delivery of the same report removed the token, so a consumer that
 /// crashed (or whose event publish failed) after the removal can still announce it when the report is
@@ -33,10 +33,92 @@ extension TokenRegistry {
                 let (seconds, attoseconds) = duration.components
                 return Swift.max(0, seconds * 1000 + attoseconds / 1_000_000_000_000_000)
             } ?? 0
+        var outcomes = try await removeOnce(reports, now: now, lifetime: lifetime)
+        // The single-tag layout refused some (a migration started): once more, with the layout read anew.
+        let refused = outcomes.indices.filter { if case .failure(let error) = outcomes[$0] { error.isLayoutRefusal } else { false } }
+        if !refused.isEmpty {
+            for app in Set(refused.map { reports[$0].app }) { layouts.invalidate(app: app) }
+            let again = try await removeOnce(refused.map { reports[$0] }, now: now, lifetime: lifetime)
+            for (index, outcome) in zip(refused, again) { outcomes[index] = outcome }
+        }
+        return outcomes
+    }
+
+    /// One pass of ``removeIfNotRegistered(_:now:noteLifetime:)``: each report on its token's shard,
+    /// then, for the tokens no shard of theirs knew, a look through the other shards for a Live
+    /// Activity token (it lives on its device's shard) or a removal note.
+    private func removeOnce(
+        _ reports: [InvalidTokenReport], now: Int64, lifetime: Int64
+    ) async throws(RegistryError) -> [Result<InvalidTokenOutcome, RegistryError>] {
+        var states: [String: RegistryState] = [:]
+        for app in Set(reports.map(\.app)) { states[app] = try await layouts.state(app: app) }
+        for report in reports {
+            if let state = states[report.app], let from = state.source {
+                try await moveDevice(app: report.app, device: report.token, from: from, to: state.target)
+            }
+        }
+        let placed = reports.map { report -> RegistryKeys in
+            states[report.app]!.target.keys(prefix: keyPrefix, app: report.app, device: report.token)
+        }
+        let replies = try await runRemovals(zip(reports, placed).map { ($0, $1) }, now: now, lifetime: lifetime, states: states)
+        var outcomes = zip(zip(reports, placed), replies).map { pair, reply in Self.outcome(reply, report: pair.0, keys: pair.1) }
+
+        // Not found on its own shard: a Live Activity token elsewhere, or a note another shard keeps.
+        let unknown = outcomes.indices.filter { index in
+            guard case .success(.notFound(nil)) = outcomes[index] else { return false }
+            return states[reports[index].app]!.target.shards > 1
+        }
+        guard !unknown.isEmpty else { return outcomes }
+        var probes: [RedisCommand] = []
+        var probed: [(index: Int, shards: [RegistryKeys])] = []
+        for index in unknown {
+            let report = reports[index]
+            let others = states[report.app]!.target.allKeys(prefix: keyPrefix, app: report.app).filter { $0 != placed[index] }
+            probed.append((index, others))
+            for keys in others {
+                probes.append(["EXISTS", keys.activityRecord(report.token)])
+                probes.append(["GET", keys.removalNote(report.token)])
+            }
+        }
+        let answers: [RedisReply]
+        do {
+            answers = try await redis.pipeline(probes)
+        } catch {
+            throw RegistryError.redis(error, during: "invalid-token lookup of \(unknown.count) tokens", key: placed[unknown[0]].tokens)
+        }
+        var cursor = 0
+        var elsewhere: [(index: Int, keys: RegistryKeys)] = []
+        for (index, shards) in probed {
+            var note: String?
+            var holder: RegistryKeys?
+            for keys in shards {
+                if answers[cursor].integer == 1, holder == nil { holder = keys }
+                if let text = answers[cursor + 1].string, note == nil { note = text }
+                cursor += 2
+            }
+            if let holder {
+                elsewhere.append((index, holder))
+            } else if let note {
+                outcomes[index] = .success(.notFound(earlierRemoval: EarlierRemoval(note: note)))
+            }
+        }
+        guard !elsewhere.isEmpty else { return outcomes }
+        let again = try await runRemovals(elsewhere.map { (reports[$0.index], $0.keys) }, now: now, lifetime: lifetime, states: states)
+        for ((index, keys), reply) in zip(elsewhere, again) { outcomes[index] = Self.outcome(reply, report: reports[index], keys: keys) }
+        return outcomes
+    }
+
+    /// One pipelined script call per (report, shard).
+    private func runRemovals(
+        _ calls: [(InvalidTokenReport, RegistryKeys)], now: Int64, lifetime: Int64, states: [String: RegistryState]
+    ) async throws(RegistryError) -> [RedisReply] {
         let script = Self.removeIfNotRegisteredScript
-        let commands = reports.map { report -> RedisCommand in
-            let keys = keys(app: report.app)
-            var command: RedisCommand = ["EVALSHA", script.sha1, "3", keys.record(report.token), keys.tokens, keys.removalNote(report.token)]
+        let commands = calls.map { report, keys -> RedisCommand in
+            var command: RedisCommand = ["EVALSHA", script.sha1]
+            let fenced = states[report.app]!.target.isLegacy
+            command.append(fenced ? 4 : 3)
+            command.append(contentsOf: [keys.record(report.token), keys.tokens, keys.removalNote(report.token)])
+            if fenced { command.append(RegistryKeys.layoutKey(prefix: keyPrefix, app: report.app)) }
             command.append(keys.base)
             command.append(report.token.hex)
             command.append(report.invalidSince)
@@ -44,15 +126,10 @@ extension TokenRegistry {
             command.append(lifetime)
             return command
         }
-        let operation = "invalid-token removal of \(reports.count) tokens"
-        let replies: [RedisReply]
         do {
-            replies = try await redis.pipelineScript(script, commands)
+            return try await redis.pipelineScript(script, commands)
         } catch {
-            throw RegistryError.redis(error, during: operation, key: keys(app: reports[0].app).tokens)
-        }
-        return zip(reports, replies).map { report, reply in
-            Self.outcome(reply, report: report, keys: keys(app: report.app))
+            throw RegistryError.redis(error, during: "invalid-token removal of \(calls.count) tokens", key: calls[0].1.tokens)
         }
     }
 
@@ -93,8 +170,9 @@ extension TokenRegistry {
     /// A token with no device record may be a Live Activity token (``upsertActivityToken(app:device:registration:defaultEnvironment:now:)``):
     /// its record is removed by the same rule, from its sets and its device's slot.
     static let removeIfNotRegisteredScript = RedisScript(
-        removeActivityTokenLua + "\n" + removeDeviceActivityTokensLua + """
+        layoutFenceLua + removeActivityTokenLua + "\n" + removeDeviceActivityTokensLua + """
 
+            if layout_moved(KEYS[4]) then \(layoutRefusal) end
             local record, all, removed = KEYS[1], KEYS[2], KEYS[3]
             local base, token, since, note, lifetime = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5])
             local held = redis.call('HMGET', record, 'updated_at', 'user', 'topics')
@@ -179,22 +257,32 @@ extension RegistryKeys {
 // MARK: Resumable scans
 
 extension TokenRegistry {
-    /// One `SSCAN` page of `app`'s token set from `cursor` (`"0"` starts a pass), for scans that must
-    /// survive a restart (the stale-token sweep keeps the cursor in Redis). ``tokens(app:)`` is the
-    /// simpler choice for one pass in one process.
+    /// One `SSCAN` page of `app`'s token sets from `cursor` (`"0"` starts a pass over every shard),
+    /// for scans that must survive a restart (the stale-token sweep keeps the cursor in Redis).
+    /// ``tokens(app:)`` is the simpler choice for one pass in one process.
     ///
     /// - Returns: the page's tokens, members that are not normalised tokens (left alone, for the caller
     ///   to report), and the cursor to continue from (`"0"`: the pass is complete).
     public func tokenPage(app: String, cursor: String, count: Int) async throws(RegistryError) -> (tokens: [DeviceToken], foreign: Int, next: String)
     {
-        let key = keys(app: app).tokens
+        // The cursor is `<shard>:<SSCAN cursor>` over the shards in scan order (`0` starts a pass;
+        // a bare SSCAN cursor, as sweeps before shards saved it, is shard 0's).
+        let shards = try await allKeys(app: app)
+        var shard = 0
+        var position = cursor
+        if let colon = cursor.firstIndex(of: ":"), let index = Int(cursor[..<colon]), index >= 0 {
+            shard = index
+            position = String(cursor[cursor.index(after: colon)...])
+        }
+        guard shard < shards.count, !position.isEmpty, position.allSatisfy(\.isNumber) else { return ([], 0, "0") }
+        let key = shards[shard].tokens
         let reply: RedisReply
         do {
-            reply = try await redis.execute("SSCAN", key, cursor, "COUNT", String(Swift.max(1, count)))
+            reply = try await redis.execute("SSCAN", key, position, "COUNT", String(Swift.max(1, count)))
         } catch {
             throw RegistryError.redis(error, during: "scan of \(key)", key: key)
         }
-        guard let parts = reply.array, parts.count == 2, let next = parts[0].string, let members = parts[1].array else {
+        guard let parts = reply.array, parts.count == 2, let after = parts[0].string, let members = parts[1].array else {
             throw RegistryError.unexpectedReply(reply, during: "scan of \(key)")
         }
         var tokens: [DeviceToken] = []
@@ -207,6 +295,7 @@ extension TokenRegistry {
                 foreign += 1
             }
         }
+        let next = after != "0" ? "\(shard):\(after)" : shard + 1 < shards.count ? "\(shard + 1):0" : "0"
         return (tokens, foreign, next)
     }
 }

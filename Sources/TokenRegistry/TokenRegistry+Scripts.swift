@@ -4,15 +4,33 @@ import Redis
 /// never disagree, whatever mix of upserts and deletes many ingest and feedback instances send for
 /// one token at once.
 ///
-/// Every script takes `KEYS[1]` = the record hash and `KEYS[2]` = the app's token set, and
-/// `ARGV[1]` = the app's key base (``RegistryKeys/base``, e.g. `push:{com.example.game}:`) and
+/// Every script takes `KEYS[1]` = the record hash and `KEYS[2]` = the shard's token set, and
+/// `ARGV[1]` = the shard's key base (``RegistryKeys/base``, e.g. `push:{com.example.game#3}:`) and
 /// `ARGV[2]` = the token's hex. User and topic set keys depend on what is stored, so the scripts build
-/// them from the base; they share the app's hash tag, hence its Redis Cluster slot, with `KEYS`.
+/// them from the base; they share the shard's hash tag, hence its Redis Cluster slot, with `KEYS`.
+///
+/// In the single-tag layout the scripts also get the app's layout hash (the same slot) as their last
+/// key, and refuse to write (error `LAYOUT …`) once it names shards: a migration has started, and
+/// the write belongs in the new layout (``TokenRegistry/writing(app:device:_:)``).
 extension TokenRegistry {
+    /// Shared Lua: whether the layout hash (nil outside the single-tag layout) says the registry is
+    /// moving or moved to shards.
+    static let layoutFenceLua = """
+        local function layout_moved(layout)
+          if not layout then return false end
+          local shards = redis.call('HGET', layout, 'shards')
+          return shards ~= false and shards ~= '1'
+        end
+
+        """
+
+    /// The error a fenced script answers with.
+    static let layoutRefusal = "return redis.error_reply('LAYOUT the registry is moving to shards; read its layout again')"
+
     /// Shared Lua: drop `token` from the user and topic sets the record at `record` names.
     /// A `topics` field that is not a JSON array (a hand-edited record) is skipped rather than failing
     /// the script, so such a record can still be replaced or deleted.
-    private static let leaveIndexSetsLua = """
+    static let leaveIndexSetsLua = """
         local function leave_index_sets(record, base, token, keep_user, keep_topics)
           local old = redis.call('HMGET', record, 'user', 'topics')
           if old[1] and old[1] ~= keep_user then
@@ -42,8 +60,9 @@ extension TokenRegistry {
     /// `registered_at` from the first registration; `updated_at` = the event), joins the app, user and
     /// topic sets, clears a tombstone, and returns `{created (1/0), registered_at}`.
     static let upsertScript = RedisScript(
-        leaveIndexSetsLua + "\n" + moveDeviceActivityUserLua + """
+        layoutFenceLua + leaveIndexSetsLua + "\n" + moveDeviceActivityUserLua + """
 
+            if layout_moved(KEYS[3]) then \(layoutRefusal) end
             local record, all = KEYS[1], KEYS[2]
             local base, token, now, user, topics_json = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
             local at = tonumber(now)
@@ -86,8 +105,9 @@ extension TokenRegistry {
     /// from before the deletion that arrives late cannot revive the device. Returns 1 if there was a
     /// record, 0 if not.
     static let deleteScript = RedisScript(
-        leaveIndexSetsLua + "\n" + removeActivityTokenLua + "\n" + removeDeviceActivityTokensLua + """
+        layoutFenceLua + leaveIndexSetsLua + "\n" + removeActivityTokenLua + "\n" + removeDeviceActivityTokensLua + """
 
+            if layout_moved(KEYS[3]) then \(layoutRefusal) end
             local record, all = KEYS[1], KEYS[2]
             local base, token, at, lifetime = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
             local updated_at = tonumber(redis.call('HGET', record, 'updated_at'))
@@ -107,8 +127,9 @@ extension TokenRegistry {
     /// ``deleteScript`` (tombstone at that moment, lifetime `ARGV[4]` s) and returned (`{2, {field, value, …}}`); `{0}` when there is no record. A record
     /// without a readable `updated_at` cannot prove a newer registration, so it is removed.
     static let deleteIfNotRegisteredScript = RedisScript(
-        leaveIndexSetsLua + "\n" + removeActivityTokenLua + "\n" + removeDeviceActivityTokensLua + """
+        layoutFenceLua + leaveIndexSetsLua + "\n" + removeActivityTokenLua + "\n" + removeDeviceActivityTokensLua + """
 
+            if layout_moved(KEYS[3]) then \(layoutRefusal) end
             local record, all = KEYS[1], KEYS[2]
             local base, token, since, lifetime = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
             if redis.call('EXISTS', record) == 0 then

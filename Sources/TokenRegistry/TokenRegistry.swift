@@ -2,15 +2,19 @@ public import PushCore
 public import Redis
 
 /// The registry of active device tokens in Redis: records by token, and sets of tokens by user, topic
-/// and app (layout in ``RegistryKeys``).
+/// and app, spread over an app's virtual shards (``RegistryLayout``, keys in ``RegistryKeys``).
 ///
-/// Used by push-ingest (upsert, lookup, delete), push-render (streaming ``tokens(app:user:)``,
-/// ``tokens(app:topic:)``, ``tokens(app:)``) and push-feedback (``deleteIfNotRegistered(since:app:token:)``).
+/// Used by push-ingest (upsert, lookup, delete), push-render (which scans the sets itself) and
+/// push-feedback (``deleteIfNotRegistered(since:app:token:)``, ``removeIfNotRegistered(_:now:noteLifetime:)``).
 ///
-/// Every write is one Lua script, so the record and its set memberships change together or not at
-/// all, and concurrent writers of one token cannot leave a token in a set its record does not name.
-/// Every operation is safe to repeat after ``RegistryError/Code/unavailable`` (a timeout may hide a
-/// write that happened): upserts and deletes converge on the same state.
+/// Every write is one Lua script on the device's shard, so the record and its set memberships change
+/// together or not at all, and concurrent writers of one token cannot leave a token in a set its
+/// record does not name. Every operation is safe to repeat after ``RegistryError/Code/unavailable`` (a
+/// timeout may hide a write that happened): upserts and deletes converge on the same state.
+///
+/// While the app's registry moves to another layout (``RegistryState/migrating(from:to:)``), a write
+/// first moves the device's data from the old layout (``moveDevice(app:device:from:to:)``), then
+/// writes in the new one; a read tries the new layout first.
 ///
 /// Calls are bounded by the Redis client's command timeout (plus one connect timeout while Redis is
 /// unreachable); none waits longer.
@@ -28,15 +32,23 @@ public struct TokenRegistry: Sendable {
     let redis: any RedisCommandExecutor
     /// The first part of every key: `push` in production (CONTRACT.md); tests use their own.
     public let keyPrefix: String
+    /// Each app's layout, shared by everything in the process that reads the registry.
+    public let layouts: RegistryLayouts
 
-    public init(redis: any RedisCommandExecutor, keyPrefix: String = "push") {
+    public init(redis: any RedisCommandExecutor, keyPrefix: String = "push", layouts: RegistryLayouts? = nil) {
         self.redis = redis
         self.keyPrefix = keyPrefix
+        self.layouts = layouts ?? RegistryLayouts(redis: redis, keyPrefix: keyPrefix)
     }
 
-    /// The keys of `app`'s registry.
-    public func keys(app: String) -> RegistryKeys {
-        RegistryKeys(prefix: keyPrefix, app: app)
+    /// The keys of the shard where `device`'s data is written now (the target layout's).
+    public func keys(app: String, device: DeviceToken) async throws(RegistryError) -> RegistryKeys {
+        try await layouts.state(app: app).target.keys(prefix: keyPrefix, app: app, device: device)
+    }
+
+    /// The keys of every shard of every layout `app`'s data may be in, in scan order.
+    public func allKeys(app: String) async throws(RegistryError) -> [RegistryKeys] {
+        try await layouts.state(app: app).scanOrder.flatMap { $0.allKeys(prefix: keyPrefix, app: app) }
     }
 
     // MARK: Writing
@@ -58,16 +70,18 @@ public struct TokenRegistry: Sendable {
         defaultEnvironment: AppConfiguration.Environment,
         now: Int64
     ) async throws(RegistryError) -> Upserted {
-        let keys = keys(app: app)
-        let recordKey = keys.record(token)
         let environment = registration.environment ?? defaultEnvironment
-        var args = [keys.base, token.hex, String(now), registration.user ?? "", RecordHash.topicsJSON(registration.topics)]
-        for (field, value) in RecordHash.fields(for: registration, environment: environment) {
-            args.append(field)
-            args.append(value)
+        let reply = try await writing(app: app, device: token) { keys, fence throws(RegistryError) in
+            var args = [keys.base, token.hex, String(now), registration.user ?? "", RecordHash.topicsJSON(registration.topics)]
+            for (field, value) in RecordHash.fields(for: registration, environment: environment) {
+                args.append(field)
+                args.append(value)
+            }
+            return try await run(
+                Self.upsertScript, keys: [keys.record(token), keys.tokens] + fence, args: args,
+                operation: "upsert of \(keys.base)token:\(token.redacted)", key: keys.record(token))
         }
-        let operation = "upsert of \(keys.base)token:\(token.redacted)"
-        let reply = try await run(Self.upsertScript, keys: [recordKey, keys.tokens], args: args, operation: operation, key: recordKey)
+        let operation = "upsert of token \(token.redacted)"
         guard let elements = reply.array, elements.count == 2, let outcome = elements[0].integer,
             let registeredAt = elements[1].integer
         else {
@@ -106,27 +120,28 @@ public struct TokenRegistry: Sendable {
     /// - Returns: whether a record was removed.
     @discardableResult
     public func delete(app: String, token: DeviceToken, at: Int64) async throws(RegistryError) -> Bool {
-        let keys = keys(app: app)
-        let recordKey = keys.record(token)
-        let operation = "delete of \(keys.base)token:\(token.redacted)"
-        let reply = try await run(
-            Self.deleteScript, keys: [recordKey, keys.tokens],
-            args: [keys.base, token.hex, String(at), String(Self.tombstoneLifetime.components.seconds)], operation: operation,
-            key: recordKey)
-        guard let removed = reply.integer else { throw RegistryError.unexpectedReply(reply, during: operation) }
+        let reply = try await writing(app: app, device: token) { keys, fence throws(RegistryError) in
+            try await run(
+                Self.deleteScript, keys: [keys.record(token), keys.tokens] + fence,
+                args: [keys.base, token.hex, String(at), String(Self.tombstoneLifetime.components.seconds)],
+                operation: "delete of \(keys.base)token:\(token.redacted)", key: keys.record(token))
+        }
+        guard let removed = reply.integer else { throw RegistryError.unexpectedReply(reply, during: "delete of token \(token.redacted)") }
         return removed == 1
     }
 
     /// Records `name` for `app` for `lifetime` unless it is recorded already: true the first time.
     /// push-ingest claims each legacy credential once, so a captured request cannot be replayed.
+    ///
+    /// Key: `{prefix}:once:{<app>:<name>}`, a hash tag of its own, so claims spread over a cluster.
     public func claimOnce(_ name: String, app: String, lifetime: Duration) async throws(RegistryError) -> Bool {
-        let key = keys(app: app).base + "once:" + name
+        let key = "\(keyPrefix):once:{\(app):\(name)}"
         let milliseconds = max(1, lifetime.components.seconds * 1000 + lifetime.components.attoseconds / 1_000_000_000_000_000)
         let reply: RedisReply
         do {
             reply = try await redis.execute("SET", key, "1", "NX", "PX", String(milliseconds))
         } catch {
-            throw RegistryError.redis(error, during: "claim of \(keys(app: app).base)once:…", key: key)
+            throw RegistryError.redis(error, during: "claim of \(keyPrefix):once:{\(app):…}", key: key)
         }
         if let message = reply.errorMessage { throw RegistryError.unexpectedReply(reply, during: "claim (\(message))") }
         return reply.string == "OK"
@@ -134,33 +149,39 @@ public struct TokenRegistry: Sendable {
 
     /// When `token` was last deleted (ms since 1970), while the deletion is remembered.
     public func deletedAt(app: String, token: DeviceToken) async throws(RegistryError) -> Int64? {
-        let key = keys(app: app).base + "gone:" + token.hex
-        let reply: RedisReply
-        do {
-            reply = try await redis.execute("GET", key)
-        } catch {
-            throw RegistryError.redis(error, during: "read of \(key)", key: key)
+        var latest: Int64?
+        for layout in try await layouts.state(app: app).readOrder {
+            let key = layout.keys(prefix: keyPrefix, app: app, device: token).base + "gone:" + token.hex
+            let reply: RedisReply
+            do {
+                reply = try await redis.execute("GET", key)
+            } catch {
+                throw RegistryError.redis(error, during: "read of \(key)", key: key)
+            }
+            if let at = reply.string.flatMap({ Int64($0) }) { latest = Swift.max(latest ?? at, at) }
         }
-        return reply.string.flatMap { Int64($0) }
+        return latest
     }
 
-    /// CONTRACT.md's invalid-token rule: removes `token` (like ``delete(app:token:)``) only if it was not
-    /// registered again after `timestamp`, the moment APNs reported it invalid (ms since 1970). A
+    /// CONTRACT.md's invalid-token rule: removes `token` (like ``delete(app:token:at:)``) only if it was
+    /// not registered again after `timestamp`, the moment APNs reported it invalid (ms since 1970). A
     /// record updated exactly at `timestamp` is removed.
     ///
     /// - Throws: ``RegistryError/Code/corruptRecord`` when the removed record cannot be read; it is
     ///   gone all the same, so a retry answers ``DeletionOutcome/notFound``.
     public func deleteIfNotRegistered(since timestamp: Int64, app: String, token: DeviceToken) async throws(RegistryError) -> DeletionOutcome {
-        let keys = keys(app: app)
-        let recordKey = keys.record(token)
-        let operation = "invalid-token removal of \(keys.base)token:\(token.redacted)"
-        let reply = try await run(
-            Self.deleteIfNotRegisteredScript,
-            keys: [recordKey, keys.tokens],
-            args: [keys.base, token.hex, String(timestamp), String(Self.tombstoneLifetime.components.seconds)],
-            operation: operation,
-            key: recordKey
-        )
+        var recordKey = ""
+        let reply = try await writing(app: app, device: token) { keys, fence throws(RegistryError) in
+            recordKey = keys.record(token)
+            return try await run(
+                Self.deleteIfNotRegisteredScript,
+                keys: [keys.record(token), keys.tokens] + fence,
+                args: [keys.base, token.hex, String(timestamp), String(Self.tombstoneLifetime.components.seconds)],
+                operation: "invalid-token removal of \(keys.base)token:\(token.redacted)",
+                key: keys.record(token)
+            )
+        }
+        let operation = "invalid-token removal of token \(token.redacted)"
         guard let elements = reply.array, let kind = elements.first?.integer else {
             throw RegistryError.unexpectedReply(reply, during: operation)
         }
@@ -189,35 +210,77 @@ public struct TokenRegistry: Sendable {
     /// - Throws: ``RegistryError/Code/corruptRecord`` naming the key and field when the stored hash is
     ///   not one this module wrote.
     public func record(app: String, token: DeviceToken) async throws(RegistryError) -> DeviceRecord? {
-        let recordKey = keys(app: app).record(token)
-        let reply: RedisReply
-        do {
-            reply = try await redis.execute("HGETALL", recordKey)
-        } catch {
-            throw RegistryError.redis(error, during: "lookup of \(keys(app: app).base)token:\(token.redacted)", key: recordKey)
+        for layout in try await layouts.state(app: app).readOrder {
+            let keys = layout.keys(prefix: keyPrefix, app: app, device: token)
+            let recordKey = keys.record(token)
+            let reply: RedisReply
+            do {
+                reply = try await redis.execute("HGETALL", recordKey)
+            } catch {
+                throw RegistryError.redis(error, during: "lookup of \(keys.base)token:\(token.redacted)", key: recordKey)
+            }
+            if let record = try RecordHash.record(app: app, token: token, key: recordKey, reply: reply) { return record }
         }
-        return try RecordHash.record(app: app, token: token, key: recordKey, reply: reply)
+        return nil
     }
 
-    /// `user`'s tokens, streamed in batches (see ``TokenBatches``).
-    public func tokens(app: String, user: String) -> TokenBatches {
-        TokenBatches(redis: redis, key: keys(app: app).user(user), batchSize: Self.scanBatchSize)
+    /// `user`'s tokens, streamed in batches over every shard (see ``TokenBatches``).
+    public func tokens(app: String, user: String) async throws(RegistryError) -> TokenBatches {
+        TokenBatches(redis: redis, keys: try await allKeys(app: app).map { $0.user(user) }, batchSize: Self.scanBatchSize)
     }
 
-    /// The tokens subscribed to `topic`, streamed in batches (see ``TokenBatches``).
-    public func tokens(app: String, topic: String) -> TokenBatches {
-        TokenBatches(redis: redis, key: keys(app: app).topic(topic), batchSize: Self.scanBatchSize)
+    /// The tokens subscribed to `topic`, streamed in batches over every shard (see ``TokenBatches``).
+    public func tokens(app: String, topic: String) async throws(RegistryError) -> TokenBatches {
+        TokenBatches(redis: redis, keys: try await allKeys(app: app).map { $0.topic(topic) }, batchSize: Self.scanBatchSize)
     }
 
-    /// Every token of `app`, streamed in batches (see ``TokenBatches``).
-    public func tokens(app: String) -> TokenBatches {
-        TokenBatches(redis: redis, key: keys(app: app).tokens, batchSize: Self.scanBatchSize)
+    /// Every token of `app`, streamed in batches over every shard (see ``TokenBatches``).
+    public func tokens(app: String) async throws(RegistryError) -> TokenBatches {
+        TokenBatches(redis: redis, keys: try await allKeys(app: app).map(\.tokens), batchSize: Self.scanBatchSize)
+    }
+
+    /// How many tokens `app` has, and how many of them each shard holds (in scan order), one
+    /// `SCARD` per shard.
+    public func tokenCounts(app: String) async throws(RegistryError) -> [(keys: RegistryKeys, tokens: Int)] {
+        let all = try await allKeys(app: app)
+        let replies: [RedisReply]
+        do {
+            replies = try await redis.pipeline(all.map { RedisCommand(["SCARD", $0.tokens]) })
+        } catch {
+            throw RegistryError.redis(error, during: "count of \(app)'s tokens", key: all.first?.tokens ?? app)
+        }
+        return zip(all, replies).map { ($0, Int($1.integer ?? 0)) }
     }
 
     // MARK: Helpers
 
-    private func run(_ script: RedisScript, keys: [String], args: [String], operation: String, key: String) async throws(RegistryError) -> RedisReply
-    {
+    /// Runs `write` with the keys of `device`'s shard in the layout writes go to, and the extra key
+    /// the single-tag layout's scripts check (`[layout key]`, else `[]`). While migrating, the
+    /// device's data is moved to the new layout first. A write the single-tag layout refused
+    /// (`LAYOUT`: a migration started since the state was read) is tried again with the state read
+    /// anew.
+    func writing<T>(
+        app: String, device: DeviceToken, _ write: (RegistryKeys, [String]) async throws(RegistryError) -> T
+    ) async throws(RegistryError) -> T {
+        var attempt = 0
+        while true {
+            let state = try await layouts.state(app: app)
+            if let from = state.source {
+                try await moveDevice(app: app, device: device, from: from, to: state.target)
+            }
+            let keys = state.target.keys(prefix: keyPrefix, app: app, device: device)
+            let fence = state.target.isLegacy ? [RegistryKeys.layoutKey(prefix: keyPrefix, app: app)] : []
+            do throws(RegistryError) {
+                return try await write(keys, fence)
+            } catch {
+                guard attempt == 0, error.isLayoutRefusal else { throw error }
+                layouts.invalidate(app: app)
+                attempt += 1
+            }
+        }
+    }
+
+    func run(_ script: RedisScript, keys: [String], args: [String], operation: String, key: String) async throws(RegistryError) -> RedisReply {
         do {
             return try await redis.evalScript(script, keys: keys, args: args)
         } catch {

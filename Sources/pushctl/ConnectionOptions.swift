@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import PushCore
 import Redis
+import TokenRegistry
 
 /// `--amqp-url` / `--redis-url`, defaulting to the services' environment variables.
 struct ConnectionOptions: ParsableArguments {
@@ -32,6 +33,19 @@ struct ConnectionOptions: ParsableArguments {
             throw error
         }
         return connection
+    }
+
+    /// The registry as the services see it: an app's new registry gets `PUSH_REGISTRY_SHARDS` shards
+    /// (default 24), like theirs.
+    func registry(_ redis: RedisClient) throws -> TokenRegistry {
+        var shards = RegistryLayout.defaultShards
+        if let text = ProcessInfo.processInfo.environment["PUSH_REGISTRY_SHARDS"], !text.isEmpty {
+            guard let value = Int(text), (1...RegistryLayout.maximumShards).contains(value) else {
+                throw ValidationError("PUSH_REGISTRY_SHARDS: \"\(text)\" is not a whole number (1–\(RegistryLayout.maximumShards))")
+            }
+            shards = value
+        }
+        return TokenRegistry(redis: redis, layouts: RegistryLayouts(redis: redis, defaultShards: shards))
     }
 
     func redis() async throws -> RedisClient {

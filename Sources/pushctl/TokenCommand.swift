@@ -39,7 +39,7 @@ extension PushctlCommand {
                 let redis = try await connection.redis()
                 let record: DeviceRecord?
                 do {
-                    record = try await TokenRegistry(redis: redis).record(app: target.app, token: token)
+                    record = try await connection.registry(redis).record(app: target.app, token: token)
                 } catch {
                     await redis.close()
                     throw error
@@ -66,7 +66,7 @@ extension PushctlCommand {
                 let redis = try await connection.redis()
                 let removed: Bool
                 do {
-                    removed = try await TokenRegistry(redis: redis).delete(
+                    removed = try await connection.registry(redis).delete(
                         app: target.app, token: token, at: Int64((Date().timeIntervalSince1970 * 1000).rounded()))
                 } catch {
                     await redis.close()

@@ -23,7 +23,8 @@ struct FeedbackFixture: Sendable {
     /// The Redis the registry lives on (another than `redis` in outage tests), and its key prefix.
     let registryRedis: RedisClient
     let keyPrefix: String
-    let keys: RegistryKeys
+    /// The app's registry keys in every shard.
+    let keys: RegistrySets
     let events: String
     let metrics = FeedbackMetrics()
 
@@ -85,6 +86,11 @@ struct FeedbackFixture: Sendable {
         try await redis.execute("SMEMBERS", key).array?.compactMap(\.string).sorted() ?? []
     }
 
+    /// The members of a registry set in every shard, sorted.
+    func members(_ set: RegistrySet) async throws -> [String] {
+        try await redis.members(set)
+    }
+
     func depth(_ queue: String) async throws -> Int {
         try await amqp.queueStatus(queue).messages
     }
@@ -126,7 +132,8 @@ func withFeedbackFixture(_ name: String, registryRedis: RedisClient? = nil, _ bo
         registry: registry,
         registryRedis: registryRedis ?? redis,
         keyPrefix: keyPrefix,
-        keys: registry.keys(app: app),
+        // Read with the working client: the registry's may be one to a Redis that is down.
+        keys: try await RegistrySets(registry: TokenRegistry(redis: redis, keyPrefix: keyPrefix), app: app),
         events: events
     )
     try await withCleanUp {

@@ -65,8 +65,11 @@ import TokenRegistry
             #expect(created.json["expires_at"] as? Int64 == expiresAt)
             #expect(created.json["environment"] as? String == "sandbox", "the app's, with no device record")
             let ttl = try #require(
-                try await harness.redis.execute("TTL", harness.registry.keys(app: Self.game).activityRecord(try DeviceToken(normalizing: pushToken)))
-                    .integer)
+                try await harness.redis.execute(
+                    "TTL",
+                    try await harness.registry.keys(app: Self.game, device: try DeviceToken(normalizing: device)).activityRecord(
+                        try DeviceToken(normalizing: pushToken))
+                ).integer)
             #expect(ttl > 3500 && ttl <= 3600)
         }
         await harness.cleanUp()

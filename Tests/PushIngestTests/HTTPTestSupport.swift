@@ -84,7 +84,7 @@ struct HTTPIngestHarness: Sendable {
     /// The tokens of `user`'s set for `app`, sorted.
     func tokens(app: String, user: String) async throws -> [String] {
         var tokens: [String] = []
-        for try await batch in registry.tokens(app: app, user: user) {
+        for try await batch in try await registry.tokens(app: app, user: user) {
             tokens += batch.map(\.hex)
         }
         return tokens.sorted()

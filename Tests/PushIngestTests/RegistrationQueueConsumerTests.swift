@@ -253,7 +253,8 @@ private struct RegistrationQueueFixture: Sendable {
     let amqp: AMQPConnection
     let redis: RedisClient
     let registry: TokenRegistry
-    let keys: RegistryKeys
+    /// The app's registry keys in every shard.
+    let keys: RegistrySets
     let clock: RegistrationQueueTestClock
 
     func token(_ seed: Int, prefix: String = "a1b2c3d4") -> DeviceToken {
@@ -300,6 +301,11 @@ private struct RegistrationQueueFixture: Sendable {
         try await redis.execute("SMEMBERS", key).array?.compactMap(\.string).sorted() ?? []
     }
 
+    /// The members of a registry set in every shard, sorted.
+    func members(_ set: RegistrySet) async throws -> [String] {
+        try await redis.members(set)
+    }
+
     /// Takes `count` messages off `queue` (acking them), or fails after 10 s.
     func receive(from queue: String, count: Int) async throws -> [AMQPDelivery] {
         try await amqp.receive(from: queue, count: count, timeout: .seconds(10))
@@ -326,7 +332,8 @@ private func withRegistrationQueueFixture(
         amqp: amqp,
         redis: redis,
         registry: registry,
-        keys: registry.keys(app: app),
+        // Read with the working client: the registry's may be one to a Redis that is down.
+        keys: try await RegistrySets(registry: TokenRegistry(redis: redis), app: app),
         clock: RegistrationQueueTestClock()
     )
     try await withCleanUp {
@@ -337,8 +344,9 @@ private func withRegistrationQueueFixture(
         try await withAMQPConnection(name: "registration-queue-tests-admin") { connection in
             for queue in names.allQueueNames { _ = try? await connection.deleteQueue(queue) }
         }
-        // Every key of the app (its id is this test's alone): `push:{app}:*`.
-        try await redis.deleteKeys(matching: fixture.keys.base + "*")
+        // Every key of the app (its id is this test's alone): `push:{app}:*` and its shards' `push:{app#…`.
+        try await redis.deleteKeys(matching: "push:\\{\(fixture.app)\\}:*")
+        try await redis.deleteKeys(matching: "push:\\{\(fixture.app)#*")
         await redis.close()
     }
 }

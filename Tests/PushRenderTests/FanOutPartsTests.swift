@@ -8,12 +8,26 @@ import Testing
 @Suite("Fan-out parts: positions and dedupe")
 struct FanOutPartsTests {
     @Test func positionsSurviveTheirRedisForm() {
-        for position in [TargetPosition.start, TargetPosition(part: 3, cursor: "1234567"), TargetPosition(part: 120)] {
-            #expect(TargetPosition(encoded: position.encoded) == position)
+        let runID = String(repeating: "a1", count: 20)
+        for position in [
+            TargetPosition.start, TargetPosition(part: 120),
+            TargetPosition(part: 3, layout: 4, cursors: ["0", nil, "1234567", "9"], epochs: [nil, nil, runID, "b"]),
+            TargetPosition(part: 0, layout: 1, cursors: [nil]),
+        ] {
+            #expect(TargetPosition(encoded: position.encoded) == position, "\(position.encoded)")
         }
-        for bad in ["", "3", ":5", "x:0", "-1:0", "2:", "2:abc"] {
+        #expect(TargetPosition(part: 3, layout: 2, cursors: ["5", nil], epochs: ["r", nil]).encoded == "3:2:5@r,-")
+        for bad in ["", "3", ":5", "x:0", "-1:0", "2:", "2:abc", "1:2:0", "1:2:0,x", "1:1:", "1:0:5", "1:2000:0"] {
             #expect(TargetPosition(encoded: bad) == nil, "\(bad)")
         }
+    }
+
+    /// Positions saved before sharding (`<part>:<cursor>`, the run_id in `scan_epoch`) resume as the
+    /// single-tag layout's.
+    @Test func aPositionFromBeforeShardingIsTheSingleTagLayouts() {
+        #expect(
+            TargetPosition(encoded: "2:12345", legacyEpoch: "run") == TargetPosition(part: 2, layout: 1, cursors: ["12345"], epochs: ["run"]))
+        #expect(TargetPosition(encoded: "0:0", legacyEpoch: "run") == TargetPosition(part: 0, layout: 1, cursors: ["0"], epochs: [nil]))
     }
 
     @Test func repeatsAreDroppedAcrossRoundsUpToTheCapacityAndWithinARoundBeyondIt() throws {

@@ -200,8 +200,7 @@ struct PushRequestConsumerTests {
             }
             let fanOut = fixture.fanOut(request, store: store)
             let rounds = RoundCounter(limit: 2)
-            let outcome = try await fanOut.run(
-                from: progress, scanEpoch: try await store.scanEpoch(), owner: "crashed-instance", shouldStop: { rounds.next() })
+            let outcome = try await fanOut.run(from: progress, owner: "crashed-instance", shouldStop: { rounds.next() })
             guard case .stopped(let stopped) = outcome else { throw TestFailure("expected a stop, got \(outcome)") }
             let published = try await fixture.amqp.queueStatus(fixture.names.send.name).messages
             #expect(published == stopped.sequence)
@@ -239,16 +238,14 @@ struct PushRequestConsumerTests {
                 throw TestFailure("could not claim")
             }
             func fanOut() -> RequestFanOut { fixture.fanOut(request, store: store) }
-            let epoch = try await store.scanEpoch()
             // Round 1 is published and saved; round 2 is published (and sent) and saved too, but the
             // progress is then set back to after round 1: as if the process died before saving it.
             guard
-                case .stopped(let afterFirst) = try await fanOut().run(
-                    from: fresh, scanEpoch: epoch, owner: "crashed", shouldStop: RoundCounter(limit: 1).next)
+                case .stopped(let afterFirst) = try await fanOut().run(from: fresh, owner: "crashed", shouldStop: RoundCounter(limit: 1).next)
             else { throw TestFailure("expected a stop after round 1") }
             let firstRound = try await fixture.drainBatches()
             guard
-                case .stopped = try await fanOut().run(from: afterFirst, scanEpoch: epoch, owner: "crashed", shouldStop: RoundCounter(limit: 1).next)
+                case .stopped = try await fanOut().run(from: afterFirst, owner: "crashed", shouldStop: RoundCounter(limit: 1).next)
             else { throw TestFailure("expected a stop after round 2") }
             let secondRound = try await fixture.drainBatches()
             #expect(!secondRound.isEmpty)
@@ -261,9 +258,10 @@ struct PushRequestConsumerTests {
             var removed: Set<String> = []
             for (index, hex) in secondRound.flatMap(\.tokens).enumerated() where index % 3 == 0 {
                 let token = try DeviceToken(normalizing: hex)
-                _ = try await fixture.redis.execute("SREM", fixture.keys.topic("sale"), hex)
-                _ = try await fixture.redis.execute("SREM", fixture.keys.tokens, hex)
-                _ = try await fixture.redis.execute("DEL", fixture.keys.record(token))
+                let keys = try await fixture.keys(token)
+                _ = try await fixture.redis.execute("SREM", keys.topic("sale"), hex)
+                _ = try await fixture.redis.execute("SREM", keys.tokens, hex)
+                _ = try await fixture.redis.execute("DEL", keys.record(token))
                 removed.insert(hex)
             }
             try await Task.sleep(for: .milliseconds(700))
@@ -307,18 +305,22 @@ struct PushRequestConsumerTests {
             guard case .claimed(let progress) = try await store.claim(app: fixture.app, requestID: request.id, owner: "first") else {
                 throw TestFailure("could not claim")
             }
-            let epoch = try await store.scanEpoch()
-            #expect(epoch.count == 40, "a Redis run_id: \(epoch)")
             let fanOut = fixture.fanOut(request, store: store)
             let rounds = RoundCounter(limit: 2)
-            guard case .stopped(let stopped) = try await fanOut.run(from: progress, scanEpoch: epoch, owner: "first", shouldStop: { rounds.next() })
+            guard case .stopped(let stopped) = try await fanOut.run(from: progress, owner: "first", shouldStop: { rounds.next() })
             else {
                 throw TestFailure("expected a stop")
             }
-            #expect(try await fixture.progress("restart-1")["scan_epoch"] == epoch)
-            // As if Redis had restarted since: the saved cursor belongs to another run.
+            // The saved position names the server each shard's cursor belongs to: this Redis's run_id.
+            let saved = try #require(try await fixture.progress("restart-1")["position"])
+            let position = try #require(TargetPosition(encoded: saved))
+            let runIDs = Set(position.epochs.compactMap { $0 })
+            #expect(runIDs.count == 1 && runIDs.first?.count == 40, "a Redis run_id: \(runIDs)")
+            #expect(position.cursors.contains { $0 != nil && $0 != "0" }, "some shard is mid-scan: \(saved)")
+            // As if Redis had restarted since: the saved cursors belong to another run.
             _ = try await fixture.redis.execute(
-                "HSET", store.progressKey(app: fixture.app, requestID: request.id), "scan_epoch", "a-previous-redis-run")
+                "HSET", store.progressKey(app: fixture.app, requestID: request.id), "position",
+                saved.replacingOccurrences(of: runIDs.first!, with: "a-previous-redis-run"))
             try await Task.sleep(for: .milliseconds(700))
             try await fixture.run { _ in
                 try await fixture.publish(body)
@@ -388,7 +390,7 @@ struct PushRequestConsumerTests {
                 }
                 return peak
             }
-            let outcome = try await fanOut.run(from: progress, scanEpoch: try await store.scanEpoch(), owner: "test", shouldStop: { false })
+            let outcome = try await fanOut.run(from: progress, owner: "test", shouldStop: { false })
             sampler.cancel()
             let peak = await sampler.value
             guard case .finished(let totals) = outcome else { throw TestFailure("expected the fan-out to finish, got \(outcome)") }
@@ -600,4 +602,40 @@ func residentMegabytes() -> Int {
         return (Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") ?? 0) / 1024
     }
     return 0
+}
+
+/// A registry that moves from the single-tag layout to shards while a broadcast fans out over it:
+/// the fan-out scans the old layout before the new one, so every device is sent to exactly once,
+/// whether it moved before, during or after its part of the scan.
+@Suite("Render during a registry migration", .serialized, .timeLimit(.minutes(2)))
+struct RenderDuringMigrationTests {
+    @Test func aTopicPushWhileTheRegistryMovesToShardsReachesEveryDeviceOnce() async throws {
+        var configuration = RenderConfiguration(batchSize: 100, roundTokens: 500)
+        configuration.concurrency = 1
+        try await withRenderFixture("migrating", configuration: configuration) { fixture in
+            let layoutKey = RegistryKeys.layoutKey(prefix: fixture.keyPrefix, app: fixture.app)
+            try await fixture.redis.execute("HSET", layoutKey, "shards", "1")
+            let tokens = try await fixture.registerMany(4000, topic: "sale")
+            #expect(
+                try await fixture.redis.execute("SCARD", RegistryLayout.legacy.keys(prefix: fixture.keyPrefix, app: fixture.app, shard: 0).tokens)
+                    .integer == 4000)
+            // The migration starts, and a quarter of the devices have moved already.
+            try await fixture.redis.execute("HSET", layoutKey, "shards", "24", "from", "1")
+            fixture.registry.layouts.invalidate(app: fixture.app)
+            let target = RegistryLayout(shards: 24)
+            for token in tokens[..<1000] { try await fixture.registry.moveDevice(app: fixture.app, device: token, from: .legacy, to: target) }
+            let body = #"{"id": "migrating-1", "app": "\#(fixture.app)", "to": {"topic": "sale"}, "payload": {"aps": {"alert": "Sale!"}}}"#
+            try await fixture.run { _ in
+                try await fixture.publish(body)
+                // The rest move while it fans out, in the order the scan of the old layout would meet them.
+                for token in tokens[1000...] { try await fixture.registry.moveDevice(app: fixture.app, device: token, from: .legacy, to: target) }
+                try await fixture.waitUntilDone("migrating-1")
+            }
+            let sent = try await fixture.drainBatches().flatMap(\.tokens)
+            #expect(Set(sent) == Set(tokens.map(\.hex)), "every device: \(Set(tokens.map(\.hex)).subtracting(sent).count) missing")
+            #expect(sent.count == 4000, "each once: \(sent.count)")
+            let moved = try await fixture.registry.tokenCounts(app: fixture.app)
+            #expect(moved.reduce(0) { $0 + $1.tokens } == 4000)
+        }
+    }
 }

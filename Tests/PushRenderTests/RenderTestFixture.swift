@@ -25,7 +25,8 @@ struct RenderFixture: Sendable {
     let catalogs: LocalizationCatalogs
     var configuration: RenderConfiguration
 
-    var keys: RegistryKeys { registry.keys(app: app) }
+    /// The keys of `token`'s shard (the registry's default layout).
+    func keys(_ token: DeviceToken) async throws -> RegistryKeys { try await registry.keys(app: app, device: token) }
 
     func token(_ seed: Int, prefix: String = "f00d") -> DeviceToken {
         TestTokens.numbered(seed, prefix: prefix)
@@ -35,20 +36,21 @@ struct RenderFixture: Sendable {
         _ = try await registry.upsert(app: app, token: token, registration: registration, defaultEnvironment: .production, now: 1_000)
     }
 
-    /// Writes `count` records straight into Redis with pipelines (the registry's layout), all in `topic`.
+    /// Writes `count` records straight into Redis with pipelines (the registry's layout: each in its
+    /// shard), all in `topic`.
     func registerMany(_ count: Int, topic: String, prefix: String = "beef") async throws -> [DeviceToken] {
+        let layout = try await registry.layouts.state(app: app).target
         var tokens: [DeviceToken] = []
         tokens.reserveCapacity(count)
         var start = 0
         while start < count {
             var commands: [RedisCommand] = []
-            var topicMembers = RedisCommand(["SADD", keys.topic(topic)])
-            var allMembers = RedisCommand(["SADD", keys.tokens])
+            var members: [RegistryKeys: [String]] = [:]
             for index in start..<min(count, start + 1000) {
                 let token = self.token(index, prefix: prefix)
+                let keys = layout.keys(prefix: keyPrefix, app: app, device: token)
                 tokens.append(token)
-                topicMembers.append(token.hex)
-                allMembers.append(token.hex)
+                members[keys, default: []].append(token.hex)
                 commands.append(
                     RedisCommand([
                         "HSET", keys.record(token), "environment", index % 3 == 0 ? "sandbox" : "production", "locale",
@@ -57,8 +59,16 @@ struct RenderFixture: Sendable {
                         "registered_at", "1000", "updated_at", "1000",
                     ]))
             }
-            commands.append(topicMembers)
-            commands.append(allMembers)
+            for (keys, hexes) in members {
+                var topicMembers = RedisCommand(["SADD", keys.topic(topic)])
+                var allMembers = RedisCommand(["SADD", keys.tokens])
+                for hex in hexes {
+                    topicMembers.append(hex)
+                    allMembers.append(hex)
+                }
+                commands.append(topicMembers)
+                commands.append(allMembers)
+            }
             for reply in try await redis.pipeline(commands) where reply.errorMessage != nil {
                 throw TestFailure("filling Redis: \(reply)")
             }
@@ -99,7 +109,8 @@ struct RenderFixture: Sendable {
         RequestFanOut(
             request: request, renderer: NotificationRenderer(request: request, catalogs: catalogs),
             dependencies: FanOutDependencies(
-                amqp: amqp, redis: redis, queues: names, configuration: configuration, store: store, metrics: RenderMetrics(), now: { 1_000 }),
+                amqp: amqp, redis: redis, queues: names, configuration: configuration, store: store,
+                layouts: registry.layouts, metrics: RenderMetrics(), now: { 1_000 }),
             logger: renderTestLogger)
     }
 

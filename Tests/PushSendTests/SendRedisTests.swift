@@ -14,7 +14,7 @@ struct SendRedisTests {
         try await withSendRedis { redis, app in
             let ledger = DeliveryLedger(redis: redis, ttl: .seconds(120))
             let key = ledger.key(app: app, markSet: "r1/0")
-            #expect(key == "push:{\(app)}:marks:r1/0")
+            #expect(key == "push:marks:{\(app):r1/0}", "each mark set its own hash tag")
             #expect(try await ledger.marks(key: key).isEmpty)
             // Accepted marks for slots 100..<1300 (across BITFIELD chunks), claims for 5 and 7.
             try await ledger.write((100..<1300).map { (key, DeliveryMarks.acceptedBit(slot: $0)) }, value: true)
@@ -59,20 +59,33 @@ struct SendRedisTests {
             let firstChecked = ContinuousClock.now
             let decisions = try await limits.check(app: configuration, tokens: tokens)
             #expect(decisions.count == 300)
-            #expect(decisions.prefix(100).allSatisfy { $0.isAllowed }, "a burst of one second's worth")
-            let waits = decisions.dropFirst(100).compactMap { decision -> Duration? in
-                if case .limited(let wait) = decision { return wait }
-                return nil
+            // The app's allowance is spread over 24 shards: each lets through its share of the
+            // burst (⌈100/24⌉ = 5) and then one every 24/100 s, so together they admit 100/s.
+            let allowed = decisions.filter(\.isAllowed).count
+            #expect((90...120).contains(allowed), "about one second's worth at once: \(allowed)")
+            let spread = SendRateLimits.spread(app: app)
+            var shards: [Int: [RateLimitDecision]] = [:]
+            for (token, decision) in zip(tokens, decisions) { shards[spread.index(of: token), default: []].append(decision) }
+            #expect(shards.count == 24, "a batch's tokens reach every shard")
+            for (shard, decisions) in shards {
+                let burstPassed = decisions.prefix(5).allSatisfy { $0.isAllowed }
+                #expect(burstPassed, "shard \(shard): its burst passes")
+                for (index, decision) in decisions.dropFirst(5).enumerated() {
+                    guard case .limited(let wait) = decision else {
+                        Issue.record("shard \(shard): token \(index + 5) passed past the burst")
+                        continue
+                    }
+                    // The k-th refused waits for k more of the shard's units, 240 ms each.
+                    let expected = Double(index + 1) * 0.240
+                    let seconds = Double(wait.components.seconds) + Double(wait.components.attoseconds) / 1e18
+                    #expect(abs(seconds - expected) < 0.05, "shard \(shard): waits \(seconds) s, expected \(expected) s")
+                }
             }
-            #expect(waits.count == 200)
-            #expect(waits.first! > .zero && waits.first! <= .milliseconds(50))
-            #expect(waits.last! > .milliseconds(1900) && waits.last! <= .milliseconds(2100), "the 200th waits two seconds: \(waits.last!)")
-            #expect(zip(waits, waits.dropFirst()).allSatisfy { $0 < $1 }, "spread out, in order")
-            // The allowance refills at 100/s: of 100 more, at most what refilled since passes now
-            // (however slowly a busy machine got here).
+            // The allowance refills at 100/s in all: of 100 more, at most what refilled since passes
+            // now (however slowly a busy machine got here), plus one rounding unit a shard.
             let again = try await limits.check(app: configuration, tokens: Array(tokens[200..<300]))
             let elapsed = ContinuousClock.now - firstChecked
-            let refilled = Int((Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18) * 100) + 2
+            let refilled = Int((Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18) * 100) + 24
             #expect(again.filter(\.isAllowed).count <= min(refilled, 99), "\(again.filter(\.isAllowed).count) allowed after \(elapsed)")
         }
     }

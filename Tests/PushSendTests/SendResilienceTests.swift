@@ -101,7 +101,7 @@ struct SendResilienceTests {
                 taken.nack(requeue: true)
                 try await Task.sleep(for: .milliseconds(200))
             }
-            let markKey = "push:{\(fixture.app)}:marks:\(batch.effectiveMarkSet)"
+            let markKey = DeliveryLedger(redis: fixture.redis, ttl: .seconds(60)).key(app: fixture.app, markSet: batch.effectiveMarkSet)
             try await fixture.run { _ in
                 // 20 in flight, 100 ms each: 300 tokens take 1.5 s. The other copy's marks for the last
                 // 100 arrive while the first ones are on the wire.

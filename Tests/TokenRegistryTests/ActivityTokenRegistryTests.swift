@@ -13,7 +13,7 @@ struct ActivityTokenRegistryTests {
     /// Runs `body` with a registry, an app of its own and a registered device of alice's; removes the app's keys after.
     func withDevice(_ name: String, _ body: (TokenRegistry, String, DeviceToken, RedisClient) async throws -> Void) async throws {
         let redis = try await RegistryTesting.client()
-        let registry = TokenRegistry(redis: redis)
+        let registry = RegistryTesting.registry(redis)
         let app = RegistryTesting.uniqueApp(name)
         let device = RegistryTesting.token(1)
         _ = try await registry.upsert(
@@ -32,7 +32,7 @@ struct ActivityTokenRegistryTests {
 
     @Test func aPushToStartTokenTakesTheDevicesUserLocaleAndEnvironmentAndJoinsItsSets() async throws {
         try await withDevice("pts") { registry, app, device, redis in
-            let keys = registry.keys(app: app)
+            let keys = RegistryTesting.keys(app)
             let token = RegistryTesting.token(2)
             let stored = try await registry.upsertActivityToken(
                 app: app, device: device, registration: ActivityTokenRegistration(slot: Self.match, pushToken: token),
@@ -70,7 +70,7 @@ struct ActivityTokenRegistryTests {
 
     @Test func anUpdateTokenExpiresWithItsActivityAndSoDoItsSets() async throws {
         try await withDevice("update") { registry, app, device, redis in
-            let keys = registry.keys(app: app)
+            let keys = RegistryTesting.keys(app)
             let token = RegistryTesting.token(4)
             let now = Int64(Date().timeIntervalSince1970 * 1000)
             let slot = ActivityTokenSlot.activity(id: "match-1234")
@@ -120,7 +120,7 @@ struct ActivityTokenRegistryTests {
 
     @Test func aDeviceDeletedOrReportedInvalidTakesItsActivityTokensAlong() async throws {
         try await withDevice("cascade") { registry, app, device, redis in
-            let keys = registry.keys(app: app)
+            let keys = RegistryTesting.keys(app)
             let now = Int64(Date().timeIntervalSince1970 * 1000)
             func addTokens(to device: DeviceToken, seed: Int) async throws -> [DeviceToken] {
                 let start = RegistryTesting.token(seed)
@@ -191,7 +191,7 @@ struct ActivityTokenRegistryTests {
     /// Alice's set, so a start for Alice never reaches Bob's phone.
     @Test func aDeviceChangingUserMovesTheActivityTokensThatTookItsUser() async throws {
         try await withDevice("handover") { registry, app, device, redis in
-            let keys = registry.keys(app: app)
+            let keys = RegistryTesting.keys(app)
             let token = RegistryTesting.token(60)
             let own = RegistryTesting.token(61)
             _ = try await registry.upsertActivityToken(
@@ -236,7 +236,7 @@ struct ActivityTokenRegistryTests {
 
     @Test func feedbackRemovesAnActivityTokenByTheInvalidTokenRule() async throws {
         try await withDevice("feedback") { registry, app, device, redis in
-            let keys = registry.keys(app: app)
+            let keys = RegistryTesting.keys(app)
             let token = RegistryTesting.token(9)
             _ = try await registry.upsertActivityToken(
                 app: app, device: device, registration: ActivityTokenRegistration(slot: Self.match, pushToken: token),

@@ -26,12 +26,23 @@ enum RegistryTesting {
         TestTokens.numbered(seed, prefix: prefix)
     }
 
-    /// Deletes every key of `app` under `prefix`.
+    /// Deletes every key of `app` under `prefix`: its own tag's (`{app}`) and its shards' (`{app#…}`).
     static func cleanUp(_ redis: RedisClient, prefix: String = "push", app: String) async throws {
-        let pattern =
-            RegistryKeys(prefix: prefix, app: app).base.replacingOccurrences(of: "{", with: "\\{")
-            .replacingOccurrences(of: "}", with: "\\}") + "*"
-        try await redis.deleteKeys(matching: pattern)
+        let escaped = app.replacingOccurrences(of: "{", with: "\\{").replacingOccurrences(of: "}", with: "\\}")
+        try await redis.deleteKeys(matching: "\(prefix):\\{\(escaped)\\}:*")
+        try await redis.deleteKeys(matching: "\(prefix):\\{\(escaped)#*")
+    }
+
+    /// A registry whose new apps get the single-tag layout, where every key of an app is under
+    /// `{app}` (``keys(_:)``): the tests of the scripts' rules read and write those keys directly.
+    /// The sharded layout has tests of its own (`ShardedRegistryTests`).
+    static func registry(_ redis: RedisClient, prefix: String = "push") -> TokenRegistry {
+        TokenRegistry(redis: redis, keyPrefix: prefix, layouts: RegistryLayouts(redis: redis, keyPrefix: prefix, defaultShards: 1))
+    }
+
+    /// `app`'s keys in the single-tag layout.
+    static func keys(_ app: String, prefix: String = "push") -> RegistryKeys {
+        RegistryLayout.legacy.keys(prefix: prefix, app: app, shard: 0)
     }
 
     /// Members of a set, sorted.

@@ -20,7 +20,7 @@ struct TokenRegistryTests {
 
     @Test func firstUpsertCreatesAndLaterOnesUpdateKeepingRegisteredAt() async throws {
         let redis = try await RegistryTesting.client()
-        let registry = TokenRegistry(redis: redis)
+        let registry = RegistryTesting.registry(redis)
         let app = RegistryTesting.uniqueApp("upsert")
         let token = RegistryTesting.token(1)
 
@@ -49,7 +49,7 @@ struct TokenRegistryTests {
         #expect(stored.settings == alice.settings)
 
         // The hash is laid out as documented.
-        let keys = registry.keys(app: app)
+        let keys = RegistryTesting.keys(app)
         #expect(keys.record(token) == "push:{\(app)}:token:\(token.hex)")
         let hash = try await redis.execute("HGETALL", keys.record(token)).array?.compactMap(\.string) ?? []
         var fields: [String: String] = [:]
@@ -68,9 +68,9 @@ struct TokenRegistryTests {
 
     @Test func aTokenThatMovesToAnotherUserLeavesTheOldUsersSet() async throws {
         let redis = try await RegistryTesting.client()
-        let registry = TokenRegistry(redis: redis)
+        let registry = RegistryTesting.registry(redis)
         let app = RegistryTesting.uniqueApp("move")
-        let keys = registry.keys(app: app)
+        let keys = RegistryTesting.keys(app)
         let token = RegistryTesting.token(2)
         let other = RegistryTesting.token(3)
 
@@ -83,7 +83,7 @@ struct TokenRegistryTests {
         _ = try await registry.upsert(app: app, token: token, registration: bob, defaultEnvironment: .production, now: 2)
         #expect(try await RegistryTesting.members(redis, keys.user("alice")) == [other.hex])
         #expect(try await RegistryTesting.members(redis, keys.user("bob")) == [token.hex])
-        #expect(try await collect(registry.tokens(app: app, user: "bob")) == [token])
+        #expect(try await collect(try await registry.tokens(app: app, user: "bob")) == [token])
 
         // A registration without a user leaves every user set.
         var anonymous = alice
@@ -98,9 +98,9 @@ struct TokenRegistryTests {
 
     @Test func droppedTopicsLeaveTheirSets() async throws {
         let redis = try await RegistryTesting.client()
-        let registry = TokenRegistry(redis: redis)
+        let registry = RegistryTesting.registry(redis)
         let app = RegistryTesting.uniqueApp("topics")
-        let keys = registry.keys(app: app)
+        let keys = RegistryTesting.keys(app)
         let token = RegistryTesting.token(4)
 
         _ = try await registry.upsert(app: app, token: token, registration: alice, defaultEnvironment: .production, now: 1)
@@ -110,7 +110,7 @@ struct TokenRegistryTests {
         #expect(try await !RegistryTesting.exists(redis, keys.topic("news")))
         for topic in changed.topics {
             #expect(try await RegistryTesting.members(redis, keys.topic(topic)) == [token.hex], "\(topic)")
-            #expect(try await collect(registry.tokens(app: app, topic: topic)) == [token])
+            #expect(try await collect(try await registry.tokens(app: app, topic: topic)) == [token])
         }
         #expect(try await registry.record(app: app, token: token)?.topics == changed.topics)
 
@@ -129,9 +129,9 @@ struct TokenRegistryTests {
     /// cannot pass, and a tie between a registration and a deletion goes to the deletion.
     @Test func writesApplyInEventOrder() async throws {
         let redis = try await RegistryTesting.client()
-        let registry = TokenRegistry(redis: redis)
+        let registry = RegistryTesting.registry(redis)
         let app = RegistryTesting.uniqueApp("order")
-        let keys = registry.keys(app: app)
+        let keys = RegistryTesting.keys(app)
         let token = RegistryTesting.token(9)
         let bob = DeviceRegistration(user: "bob", topics: ["sports"])
 
@@ -172,9 +172,9 @@ struct TokenRegistryTests {
 
     @Test func deleteRemovesTheRecordAndEverySetMembership() async throws {
         let redis = try await RegistryTesting.client()
-        let registry = TokenRegistry(redis: redis)
+        let registry = RegistryTesting.registry(redis)
         let app = RegistryTesting.uniqueApp("delete")
-        let keys = registry.keys(app: app)
+        let keys = RegistryTesting.keys(app)
         let token = RegistryTesting.token(5)
         let survivor = RegistryTesting.token(6)
 
@@ -199,9 +199,9 @@ struct TokenRegistryTests {
 
     @Test func deleteIfNotRegisteredFollowsTheInvalidTokenRule() async throws {
         let redis = try await RegistryTesting.client()
-        let registry = TokenRegistry(redis: redis)
+        let registry = RegistryTesting.registry(redis)
         let app = RegistryTesting.uniqueApp("invalid")
-        let keys = registry.keys(app: app)
+        let keys = RegistryTesting.keys(app)
         let stale = RegistryTesting.token(7)
         let fresh = RegistryTesting.token(8)
         let exact = RegistryTesting.token(9)
@@ -237,9 +237,9 @@ struct TokenRegistryTests {
 
     @Test func streamingFiveThousandTokensYieldsEachExactlyOnceInBatches() async throws {
         let redis = try await RegistryTesting.client()
-        let registry = TokenRegistry(redis: redis)
+        let registry = RegistryTesting.registry(redis)
         let app = RegistryTesting.uniqueApp("stream")
-        let keys = registry.keys(app: app)
+        let keys = RegistryTesting.keys(app)
         let prefix = TestTokens.randomPrefix()
         let tokens = (0..<5_000).map { RegistryTesting.token($0, prefix: prefix) }
         for chunk in stride(from: 0, to: tokens.count, by: 1_000) {
@@ -250,7 +250,7 @@ struct TokenRegistryTests {
         var seen: [DeviceToken] = []
         var batches = 0
         var largest = 0
-        for try await batch in registry.tokens(app: app) {
+        for try await batch in try await registry.tokens(app: app) {
             #expect(!batch.isEmpty)
             batches += 1
             largest = max(largest, batch.count)
@@ -262,7 +262,7 @@ struct TokenRegistryTests {
         #expect(largest < 2 * TokenRegistry.scanBatchSize, "a batch of \(largest) tokens")
 
         // A set that does not exist yields nothing.
-        #expect(try await collect(registry.tokens(app: app, topic: "nobody-subscribed")).isEmpty)
+        #expect(try await collect(try await registry.tokens(app: app, topic: "nobody-subscribed")).isEmpty)
 
         try await RegistryTesting.cleanUp(redis, app: app)
         await redis.close()
@@ -270,9 +270,9 @@ struct TokenRegistryTests {
 
     @Test func aHandWrittenBadRecordIsReportedAsCorruptNamingTheField() async throws {
         let redis = try await RegistryTesting.client()
-        let registry = TokenRegistry(redis: redis)
+        let registry = RegistryTesting.registry(redis)
         let app = RegistryTesting.uniqueApp("corrupt")
-        let keys = registry.keys(app: app)
+        let keys = RegistryTesting.keys(app)
         let token = RegistryTesting.token(11)
         let key = keys.record(token)
         let good = [
@@ -329,7 +329,7 @@ struct TokenRegistryTests {
         // A set member that is not a token stops a scan with a clear error instead of a bad push.
         try await redis.execute("SADD", keys.topic("bad"), "not-a-token")
         let scanError = await #expect(throws: RegistryError.self) {
-            _ = try await collect(registry.tokens(app: app, topic: "bad"))
+            _ = try await collect(try await registry.tokens(app: app, topic: "bad"))
         }
         #expect(scanError?.code == .corruptRecord)
         #expect(scanError?.message.contains(keys.topic("bad")) == true)
@@ -348,8 +348,10 @@ struct TokenRegistryTests {
             return clients
         }
         let app = RegistryTesting.uniqueApp("concurrent")
-        let keys = TokenRegistry(redis: clients[0]).keys(app: app)
         let token = RegistryTesting.token(12)
+        // The default (sharded) layout: four registries, each with its own layout cache, agree on it.
+        let keys = try await TokenRegistry(redis: clients[0]).keys(app: app, device: token)
+        #expect(keys.tag.hasPrefix(app + "#"))
         let users = ["u0", "u1", "u2", "u3", "u4"]
         let topicPool = ["t0", "t1", "t2", "t3", "t4", "t5"]
 
@@ -394,7 +396,7 @@ struct TokenRegistryTests {
         // Port 1 on loopback: nothing listens, so connecting is refused and retried until the timeout.
         let configuration = try RedisConfiguration(url: "redis://127.0.0.1:1/0?connect_timeout_ms=300&command_timeout_ms=500&pool_size=1")
         let redis = RedisClient(configuration: configuration, logger: RegistryTesting.logger)
-        let registry = TokenRegistry(redis: redis)
+        let registry = RegistryTesting.registry(redis)
         let token = RegistryTesting.token(13)
 
         let operations: [(String, @Sendable () async throws(RegistryError) -> Void)] = [
@@ -407,7 +409,7 @@ struct TokenRegistryTests {
             ),
             ("record", { () throws(RegistryError) in _ = try await registry.record(app: "com.test.down", token: token) }),
             ("delete", { () throws(RegistryError) in _ = try await registry.delete(app: "com.test.down", token: token, at: 1) }),
-            ("scan", { () throws(RegistryError) in for try await _ in registry.tokens(app: "com.test.down") {} }),
+            ("scan", { () throws(RegistryError) in for try await _ in try await registry.tokens(app: "com.test.down") {} }),
         ]
         for (name, operation) in operations {
             let started = ContinuousClock.now

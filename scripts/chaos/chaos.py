@@ -51,6 +51,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import registry_keys  # noqa: E402  (the registry's key layout)
+
 try:
     import pika
 except ImportError:  # pragma: no cover
@@ -688,7 +691,8 @@ class Run:
         st = self.stack
         out = st.ctl("list_connections", "port", "client_properties")
         self.rabbit_listing = out
-        slot = int(st.redis("CLUSTER", "KEYSLOT", f"push:{{{APP}}}:tokens"))
+        # The app's registry is spread over every master: the one holding its first shard.
+        slot = int(st.redis("CLUSTER", "KEYSLOT", registry(st).all_token_sets()[0]))
 
         def serves(ranges):
             for r in ranges:
@@ -822,7 +826,7 @@ CLUSTER_SCENARIOS = collections.OrderedDict([
     ("cluster-rabbit-node", dict(doc="kill -9 of the RabbitMQ node push-send uses at 30% delivered; started again 10 s later", events=[
         (("delivered", 0.3), lambda r: r.cluster_rabbit_kill()),
         (("after", 10), lambda r: r.cluster_rabbit_start())])),
-    ("cluster-redis-master", dict(doc="kill -9 of the Redis master of the app's registry at 30% delivered (its replica takes over); "
+    ("cluster-redis-master", dict(doc="kill -9 of a Redis master holding part of the app's registry at 30% delivered (its replica takes over); "
                                   "started again once it has", events=[
         (("delivered", 0.3), lambda r: r.cluster_redis_kill()),
         (("after", 2), lambda r: r.cluster_redis_start())])),
@@ -931,11 +935,10 @@ def register(stack, tokens):
     nacked = publish_confirmed(stack.amqp_url, "push", "registration", bodies, props)
     if nacked:
         log(f"  the broker refused {nacked} registration publishes at first (published again)")
-    key = f"push:{{{APP}}}:tokens"
     deadline = time.time() + 60 + len(tokens) / 1000
     count = 0
     while time.time() < deadline:
-        count = int(stack.redis("SCARD", key) or 0)
+        count = count_tokens(stack)
         if count >= len(tokens):
             log(f"  {len(tokens)} tokens registered in {time.time() - t0:.1f}s")
             return
@@ -1137,10 +1140,22 @@ def wait_drained(stack, r, t_pub, live_n):
     return last_change - t_pub, False, qs
 
 
+def registry(stack):
+    """The app's registry keys (its layout read from Redis)."""
+    return registry_keys.Registry(lambda *argv: stack.redis(*argv), APP)
+
+
+def count_tokens(stack):
+    """The app's tokens in every shard."""
+    replies = stack.redis_pipe([["SCARD", key] for key in registry(stack).all_token_sets()])
+    # redis-cli -c may print "-> Redirected to slot …" lines among the replies: count the numbers only.
+    return sum(int(x.strip()) for x in replies if x.strip().isdigit())
+
+
 def count_removed(stack, dead):
-    key = f"push:{{{APP}}}:tokens"
-    replies = stack.redis_pipe([["SISMEMBER", key, t] for t in dead])
-    return sum(1 for x in replies if x.strip().endswith("0"))
+    keys = registry(stack)
+    replies = stack.redis_pipe([["SISMEMBER", keys.tokens_set(t), t] for t in dead])
+    return sum(1 for x in replies if x.strip() == "0")
 
 
 def deliveries(stack):
@@ -1202,7 +1217,7 @@ def check(stack, r, result, qs, tokens):
     result["dead_removed"] = f"{removed}/{len(r.dead)}"
     if removed != len(r.dead):
         result["why"].append(f"only {removed} of {len(r.dead)} dead tokens removed from Redis")
-    left = int(stack.redis("SCARD", f"push:{{{APP}}}:tokens") or 0)
+    left = count_tokens(stack)
     if left != len(r.live):
         result["why"].append(f"{left} tokens left in Redis, expected the {len(r.live)} live ones")
     busy = {q: v[0] for q, v in qs.items() if q != "push.dead" and v[0] > 0}

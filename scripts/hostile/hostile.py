@@ -1313,7 +1313,7 @@ class Run:
         return None if got else "not delivered to the sandbox"
 
     def registered_check(self, token, stored):
-        exists = self.stack.redis("EXISTS", f"push:{{{APP}}}:token:{token}") == "1"
+        exists = self.stack.redis("EXISTS", chaos.registry_keys.Registry(lambda *argv: self.stack.redis(*argv), APP).record(token)) == "1"
         if exists != stored:
             return "not stored in Redis" if stored else "stored in Redis"
         return None

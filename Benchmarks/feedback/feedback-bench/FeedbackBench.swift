@@ -59,7 +59,7 @@ struct FeedbackBench {
         )
         let registry = TokenRegistry(redis: redis, keyPrefix: configuration.keyPrefix)
         let app = "com.example.feedback-bench"
-        let keys = registry.keys(app: app)
+        func tokensLeft() async throws -> Int { try await registry.tokenCounts(app: app).reduce(0) { $0 + $1.tokens } }
 
         // Setup: tokens and events.
         let setupStart = ContinuousClock.now
@@ -121,7 +121,7 @@ struct FeedbackBench {
         while ContinuousClock.now < deadline {
             let remaining = try await connection.queueStatus(names.feedback.name).messages
             if listener { removedSoFar = try await connection.queueStatus(eventsQueue).messages }
-            let left = try await redis.execute("SCARD", keys.tokens).integer ?? -1
+            let left = try await tokensLeft()
             if remaining == 0, !listener || removedSoFar >= expectedRemoved, left == count - expectedRemoved { break }
             try await Task.sleep(for: .milliseconds(10))
         }
@@ -147,7 +147,7 @@ struct FeedbackBench {
                 + " (batch \(configuration.batchSize), \(configuration.batchesInFlight) in flight)"
         )
         print(
-            "token.removed events \(listener ? "stored in the listener's queue: \(removedSoFar)" : "published with no listener bound"); tokens left: \(try await redis.execute("SCARD", keys.tokens).integer ?? -1)"
+            "token.removed events \(listener ? "stored in the listener's queue: \(removedSoFar)" : "published with no listener bound"); tokens left: \(try await tokensLeft())"
         )
         print("peak RSS of the bench process (setup included): \(peakRSS())")
         // Jiffies are 1/100 s: % of one core = jiffies / seconds.
