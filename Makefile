@@ -39,11 +39,13 @@ bench: deps-bench
 	  'PUSH_AMQP_URL="$$PUSH_TEST_AMQP_URL" PUSH_REDIS_URL="$$PUSH_TEST_REDIS_URL" exec swift run -c release --skip-build foundation-bench'
 
 # The credentials docker-compose.yml reads (compose loads .env by itself): RabbitMQ's user `push`
-# and a random password, mode 600. Made once and never overwritten; for a new password delete .env
-# and the compose RabbitMQ volume (`docker compose down -v`), which keeps the user it was made with.
+# and a random password, and the Erlang cookie of docker-compose.cluster.yml's nodes; mode 600.
+# Made once and never overwritten; for a new password delete .env and the compose RabbitMQ volume
+# (`docker compose down -v`), which keeps the user it was made with.
 .env:
-	@umask 077 && pw=$$(openssl rand -hex 24) && [[ $${#pw} == 48 ]] && tmp=$$(mktemp .env.XXXXXX) && \
-	  printf 'RABBITMQ_USER=push\nRABBITMQ_PASSWORD=%s\n' "$$pw" >"$$tmp" && chmod 600 "$$tmp" && \
+	@umask 077 && pw=$$(openssl rand -hex 24) && cookie=$$(openssl rand -hex 24) && [[ $${#pw} == 48 && $${#cookie} == 48 ]] && \
+	  tmp=$$(mktemp .env.XXXXXX) && \
+	  printf 'RABBITMQ_USER=push\nRABBITMQ_PASSWORD=%s\nRABBITMQ_ERLANG_COOKIE=%s\n' "$$pw" "$$cookie" >"$$tmp" && chmod 600 "$$tmp" && \
 	  if mv -n "$$tmp" .env && [[ ! -e $$tmp ]]; then echo "wrote .env (RabbitMQ user push, a random password)"; \
 	  else rm -f "$$tmp"; echo "make: .env exists; left as it is" >&2; fi
 

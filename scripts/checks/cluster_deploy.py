@@ -1,0 +1,203 @@
+#!/usr/bin/python3
+"""The cluster deployments, checked without a container engine or a Kubernetes cluster.
+
+1. docker-compose.cluster.yml over docker-compose.yml: the merged file (compose's merge rules:
+   maps merge, a service's volumes merge by container path, everything else is replaced) is valid
+   against the compose schema after interpolation with a .env made by `make .env` (which also holds
+   the Erlang cookie). Three RabbitMQ nodes, each with its own volume, the cluster configuration
+   (deploy/rabbitmq/cluster.conf naming the three by the names compose gives them) and one cookie;
+   six Redis nodes in cluster mode announcing their names, each with its own volume; a one-shot that
+   creates the cluster with a replica per master over those six and that every service waits for,
+   as for the three RabbitMQ nodes; every service's PUSH_AMQP_URL lists the three nodes with the .env
+   user, PUSH_AMQP_QUORUM_SIZE is 3, PUSH_REDIS_URL is redis+cluster:// over the six; no container
+   runs as root.
+2. deploy/kubernetes/cluster/: the kustomization's resources exist and parse; a RabbitmqCluster of 3;
+   a Redis StatefulSet of 6 in cluster mode announcing its pods' names, behind a headless Service of
+   that name, and a Job that creates the cluster from those six pods; the patch gives every push
+   Deployment PUSH_AMQP_QUORUM_SIZE=3 and matches all four.
+
+Prints one line per check and `cluster-deploy: N passed, N failed`; exits 1 when a check failed.
+"""
+
+import re
+import subprocess
+import sys
+import tempfile
+import urllib.parse
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import compose  # noqa: E402  (interpolation, .env, schema and user rules of the compose check)
+
+ROOT = compose.ROOT
+CLUSTER_FILE = ROOT / "docker-compose.cluster.yml"
+KUBE = ROOT / "deploy" / "kubernetes" / "cluster"
+RABBIT_NODES = ["rabbitmq", "rabbitmq-1", "rabbitmq-2"]
+REDIS_NODES = ["redis", "redis-1", "redis-2", "redis-3", "redis-4", "redis-5"]
+PUSH_SERVICES = ["push-ingest", "push-render", "push-send", "push-feedback"]
+
+
+class Report(compose.Report):
+    def ok(self, what):
+        self.passed += 1
+        print(f"cluster-deploy | ok   {what}", flush=True)
+
+    def fail(self, what):
+        self.failed += 1
+        print(f"cluster-deploy | FAIL {what}", flush=True)
+
+
+def merge(base, override, path=()):
+    """Compose's merge of an override file into a base file, for the keys these files use."""
+    if isinstance(base, dict) and isinstance(override, dict):
+        out = dict(base)
+        for key, value in override.items():
+            if key in out and len(path) == 2 and path[0] == "services" and key == "volumes":
+                targets = {compose_target(v): v for v in out[key]}
+                for v in value:
+                    targets[compose_target(v)] = v
+                out[key] = list(targets.values())
+            elif key in out and key not in ("command", "entrypoint"):
+                out[key] = merge(out[key], value, path + (key,))
+            else:
+                out[key] = value
+        return out
+    return override
+
+
+def compose_target(volume):
+    return volume.split(":")[1] if isinstance(volume, str) and ":" in volume else str(volume)
+
+
+def check_compose(report):
+    base = yaml.safe_load(compose.COMPOSE_FILE.read_text())
+    override = yaml.safe_load(CLUSTER_FILE.read_text())
+    raw = merge(base, override)
+    with tempfile.TemporaryDirectory() as project:
+        make = ["make", "-s", "--no-print-directory", "-f", str(ROOT / "Makefile"), "-C", project, ".env"]
+        run = subprocess.run(make, capture_output=True, text=True)
+        if run.returncode != 0:
+            report.fail(f"make .env failed: {run.stderr.strip()}")
+            return
+        env = compose.read_env_file(Path(project) / ".env")
+    report.check(re.fullmatch(r"[0-9a-f]{48}", env.get("RABBITMQ_ERLANG_COOKIE", "")), "make .env writes a random RABBITMQ_ERLANG_COOKIE")
+    try:
+        compose.interpolate(raw, {k: v for k, v in env.items() if k != "RABBITMQ_ERLANG_COOKIE"})
+        report.fail("without RABBITMQ_ERLANG_COOKIE the cluster file must not interpolate")
+    except compose.InterpolationError as e:
+        report.check("RABBITMQ_ERLANG_COOKIE" in str(e), "without the cookie compose stops, saying: " + str(e))
+    doc = compose.interpolate(raw, env)
+    schema = compose.json.loads(compose.SCHEMA_FILE.read_text())
+    errors = list(compose.jsonschema.Draft202012Validator(schema).iter_errors(doc))
+    report.check(not errors, "docker-compose.yml with docker-compose.cluster.yml is valid against the compose schema",
+                 "; ".join(f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in errors[:5]))
+    services = doc["services"]
+    dockerfile = compose.parse_dockerfile(compose.DOCKERFILE.read_text())
+    root = [n for n, s in services.items() if compose.image_user(n, s, dockerfile)[1] in (0, None)]
+    report.check(not root, "no container runs as root", ", ".join(root))
+
+    # RabbitMQ
+    conf = (ROOT / "deploy" / "rabbitmq" / "cluster.conf").read_text()
+    peers = re.findall(r"classic_config\.nodes\.\d+\s*=\s*rabbit@(\S+)", conf)
+    names = {}
+    for name in RABBIT_NODES:
+        svc = services.get(name, {})
+        aliases = (svc.get("networks") or {}).get("default", {}) or {}
+        names[name] = {name, svc.get("hostname")} | set(aliases.get("aliases", []) if isinstance(aliases, dict) else [])
+    report.check(
+        len(peers) == 3 and all(any(p == services.get(n, {}).get("hostname") for n in RABBIT_NODES) for p in peers)
+        and all(any(p in names[n] for p in peers) for n in RABBIT_NODES),
+        f"deploy/rabbitmq/cluster.conf names the three nodes by their hostnames ({', '.join(peers)}), each reachable by that name",
+        f"peers {peers}, names {names}")
+    cookies = {compose.service_env(services.get(n, {})).get("RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS") for n in RABBIT_NODES}
+    report.check(cookies == {f"-setcookie {env.get('RABBITMQ_ERLANG_COOKIE')}"}, "the three RabbitMQ nodes share the .env cookie", f"{cookies}")
+    mounts = [[str(v) for v in services.get(n, {}).get("volumes", [])] for n in RABBIT_NODES]
+    report.check(
+        len({m[0] for m in mounts if m}) == 3 and all(any("cluster.conf:/etc/rabbitmq/conf.d/" in v for v in m) for m in mounts),
+        "each RabbitMQ node has a volume of its own and mounts cluster.conf", f"{mounts}")
+
+    # Redis
+    bad = []
+    for name in REDIS_NODES:
+        argv = " ".join(map(str, compose.argv_of(services.get(name, {}))))
+        if "--cluster-enabled yes" not in argv or "--cluster-announce-hostname" not in argv or "--appendonly yes" not in argv:
+            bad.append(f"{name}: {argv!r}")
+    report.check(not bad, "six Redis nodes in cluster mode (AOF) announcing their names", "; ".join(bad))
+    data = [next((str(v) for v in services.get(n, {}).get("volumes", []) if str(v).endswith(":/data")), None) for n in REDIS_NODES]
+    report.check(None not in data and len(set(data)) == 6, "each Redis node has a volume of its own", f"{data}")
+    creator = " ".join(map(str, compose.argv_of(services.get("redis-cluster", {}))))
+    report.check(
+        "--cluster create" in creator and "--cluster-replicas 1" in creator
+        and sorted((re.search(r"for host in ([^;]*);", creator) or re.search("()", "")).group(1).split()) == sorted(REDIS_NODES)
+        and set(compose.depends_of(services.get("redis-cluster", {}))) == set(REDIS_NODES),
+        "redis-cluster creates the cluster over the six nodes (a replica per master) once they are healthy", creator[:200])
+
+    # The services
+    bad = []
+    for name in PUSH_SERVICES:
+        svc_env = compose.service_env(services.get(name, {}))
+        first, *rest = svc_env.get("PUSH_AMQP_URL", "").split(",")
+        url = urllib.parse.urlsplit(first)
+        hosts = [url.hostname] + [r.split(":")[0] for r in rest]
+        if (url.username, url.password) != (env["RABBITMQ_USER"], env["RABBITMQ_PASSWORD"]) or sorted(hosts) != sorted(RABBIT_NODES):
+            bad.append(f"{name}: PUSH_AMQP_URL names {hosts} as {url.username}")
+        if svc_env.get("PUSH_AMQP_QUORUM_SIZE") != "3":
+            bad.append(f"{name}: PUSH_AMQP_QUORUM_SIZE {svc_env.get('PUSH_AMQP_QUORUM_SIZE')!r}")
+        redis = svc_env.get("PUSH_REDIS_URL", "")
+        seeds = redis.removeprefix("redis+cluster://").split("/")[0].split(",")
+        if not redis.startswith("redis+cluster://") or sorted(s.split(":")[0] for s in seeds) != sorted(REDIS_NODES):
+            bad.append(f"{name}: PUSH_REDIS_URL {redis!r}")
+        depends = compose.depends_of(services.get(name, {}))
+        missing = [d for d in RABBIT_NODES + ["redis-cluster", "rabbitmq-policies"] if d not in depends]
+        if missing:
+            bad.append(f"{name} does not wait for {missing}")
+    report.check(not bad, "every service lists the three brokers (PUSH_AMQP_QUORUM_SIZE 3) and the six Redis nodes, and waits for both clusters",
+                 "; ".join(bad))
+
+
+def check_kubernetes(report):
+    kustomization = yaml.safe_load((KUBE / "kustomization.yaml").read_text())
+    documents, missing = [], []
+    for resource in kustomization.get("resources", []):
+        path = (KUBE / resource).resolve()
+        if not path.exists():
+            missing.append(resource)
+            continue
+        documents += [d for d in yaml.safe_load_all(path.read_text()) if d]
+    report.check(not missing and documents, f"the kustomization's {len(kustomization.get('resources', []))} resources exist and parse", f"{missing}")
+    by_kind = {}
+    for d in documents:
+        by_kind.setdefault(d["kind"], []).append(d)
+    rabbit = by_kind.get("RabbitmqCluster", [])
+    report.check(len(rabbit) == 1 and rabbit[0]["spec"].get("replicas") == 3, "a RabbitmqCluster of three nodes")
+    sets = [s for s in by_kind.get("StatefulSet", []) if s["metadata"]["name"] == "redis-cluster"]
+    ok = bool(sets) and sets[0]["spec"]["replicas"] == 6 and sets[0]["spec"]["serviceName"] == "redis-cluster"
+    config = next((c for c in by_kind.get("ConfigMap", []) if c["metadata"]["name"] == "redis-cluster"), {})
+    command = " ".join(sets[0]["spec"]["template"]["spec"]["containers"][0]["command"]) if sets else ""
+    report.check(
+        ok and "cluster-enabled yes" in config.get("data", {}).get("redis.conf", "") and "--cluster-announce-hostname" in command
+        and any(s["metadata"]["name"] == "redis-cluster" and s["spec"].get("clusterIP") == "None" for s in by_kind.get("Service", [])),
+        "a Redis StatefulSet of six in cluster mode, announcing its pods' names, behind a headless Service")
+    job = next((j for j in by_kind.get("Job", []) if j["metadata"]["name"] == "redis-cluster-create"), None)
+    script = " ".join(job["spec"]["template"]["spec"]["containers"][0]["command"]) if job else ""
+    report.check("--cluster create" in script and "--cluster-replicas 1" in script and "for i in 0 1 2 3 4 5" in script,
+                 "a Job creates the cluster from the six pods, a replica per master")
+    deployments = [d for d in by_kind.get("Deployment", []) if d["metadata"].get("labels", {}).get("app.kubernetes.io/part-of") == "push"]
+    patch = "\n".join(p.get("patch", "") for p in kustomization.get("patches", []))
+    report.check(
+        sorted(d["metadata"]["name"] for d in deployments) == sorted(PUSH_SERVICES) and "PUSH_AMQP_QUORUM_SIZE" in patch and '"3"' in patch,
+        "the patch gives the four push Deployments PUSH_AMQP_QUORUM_SIZE=3", f"{[d['metadata']['name'] for d in deployments]}")
+
+
+def main():
+    report = Report()
+    check_compose(report)
+    check_kubernetes(report)
+    print(f"cluster-deploy: {report.passed} passed, {report.failed} failed", flush=True)
+    return 1 if report.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
