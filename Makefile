@@ -105,13 +105,21 @@ bench-send: deps-bench
 bench-broadcast: deps-bench
 	@bash Benchmarks/broadcast/run.sh
 
+# One app's broadcast (CLUSTER_BENCH_TOKENS, default 1,000,000) over a Redis Cluster of 3 masters:
+# per master its slots, the app's shards and tokens, keys, memory, the commands of the fan-out and
+# CPU, and the rate against pushctl bench (release build, private cluster, RabbitMQ and sandbox,
+# stopped afterwards). See Benchmarks/cluster/run.sh.
+.PHONY: bench-cluster
+bench-cluster: deps-bench
+	@bash Benchmarks/cluster/run.sh
+
 # The chaos suite: kill -9 of each service, RabbitMQ and Redis restarts, apns-sandbox faults and
 # connections closed by the broker in the middle of a 100,000-token broadcast, at loopback speed and
 # with the sandbox answering after 150 ms; checks 0 lost, the duplicate bound, dead tokens removed and
-# empty queues (release build; private RabbitMQ, Redis, sandbox and services on ports 37901-37930,
+# empty queues (release build; private RabbitMQ, Redis, sandbox and services on ports 7901-7908,
 # stopped afterwards). `make chaos CHAOS_ARGS="--scenario kill-send --latency 0 --tokens 20000"`
 # runs a part; `scripts/chaos.sh --list` names the scenarios. `make chaos-smoke` is the short run
-# `make test` ends with (3,000 tokens, kill -9 of push-send and a RabbitMQ restart; ports 37951-37980).
+# `make test` ends with (3,000 tokens, kill -9 of push-send and a RabbitMQ restart; ports 7951-7958).
 CHAOS_ARGS ?=
 CHAOS_PRODUCTS := apns-sandbox push-ingest push-render push-send push-feedback
 
@@ -123,6 +131,13 @@ chaos: deps
 chaos-smoke: deps
 	@for p in $(CHAOS_PRODUCTS); do swift build -c release --product $$p || exit 1; done
 	@bash scripts/chaos.sh --smoke --bin-dir "$$(swift build -c release --show-bin-path)" $(CHAOS_ARGS)
+
+# The cluster scenarios (a RabbitMQ node and a Redis master killed mid-broadcast, both latencies) on
+# a 3-node RabbitMQ cluster and a Redis Cluster, 100,000 tokens (make test runs 3,000).
+.PHONY: chaos-cluster
+chaos-cluster: deps
+	@for p in $(CHAOS_PRODUCTS); do swift build -c release --product $$p || exit 1; done
+	@bash scripts/chaos.sh --cluster --tokens 100000 --bin-dir "$$(swift build -c release --show-bin-path)" $(CHAOS_ARGS)
 
 # The HTTP/2 transport that pushctl and apns-sandbox share: h2load and `pushctl bench` against
 # apns-sandbox, sandbox and client pinned to separate cores, 1 and 2 connections, rounds interleaved

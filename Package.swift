@@ -260,7 +260,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "render-bench",
-            dependencies: serviceDependencies + ["TestSupport"],
+            dependencies: serviceDependencies + ["TestSupport", "TokenRegistry"],
             path: "Benchmarks/render/render-bench",
             swiftSettings: swiftSettings
         ),

@@ -19,6 +19,7 @@ process died, tokens missing), 2 on bad arguments. Only the standard library and
 
 import argparse
 import json
+import re
 import os
 import random
 import socket
@@ -148,8 +149,13 @@ MARK_KINDS = ("sent", "marks")
 
 
 def key_kind(key):
-    """`push:{app}:send:rate:device:<hex>` → `push:{app}:send:rate:device:*`: lowercase words are kept,
-    from the first id-like part (digits, long hex, anything else) on the rest is `*`."""
+    """`push:{app#3.1}:send:rate:device:<hex>` → `push:{app#*}:send:rate:device:*`: a shard's tag
+    stands for every shard's, lowercase words are kept, from the first id-like part (digits, long
+    hex, anything else) on the rest is `*`; a key that is its own tag (`push:marks:{app:set}`)
+    keeps its words before the tag."""
+    if key.startswith("push:") and ":{" in key and not key.split(":{", 1)[1].split("}", 1)[1]:
+        return key.split(":{", 1)[0] + ":*"
+    key = re.sub(r"\{([^}#]*)#[^}]*\}", r"{\1#*}", key)
     head, sep, rest = key.partition("}:")
     if not sep:
         head, rest = "", key
@@ -453,9 +459,9 @@ def run(args, pids):
     for kind, (count, total_bytes, ttl) in sorted(census.items(), key=lambda kv: -kv[1][1]):
         ttl_text = "none" if ttl == -1 else (f"{ttl / 1000:.0f} s" if isinstance(ttl, int) and ttl >= 0 else "?")
         say(f"  {kind:<48}{count:>10}{total_bytes / MB:>9.1f}{total_bytes / count:>11.0f}{total_bytes / args.tokens:>13.1f}  {ttl_text}")
-        if any(kind.startswith(f"push:{{{app}}}:{m}:") for m in MARK_KINDS):
+        if kind == "push:marks:*" or any(kind.startswith(f"push:{{{app}}}:{m}:") for m in MARK_KINDS):
             marks_bytes = (marks_bytes or 0) + total_bytes
-    marks_patterns = ", ".join(f"push:{{{app}}}:{m}:*" for m in MARK_KINDS)
+    marks_patterns = ", ".join(["push:marks:{<app>:<mark set>}"] + [f"push:{{{app}}}:{m}:*" for m in MARK_KINDS])
     marks_bytes_per_token = None if marks_bytes is None else marks_bytes / args.tokens
     if marks_bytes is None:
         say(f"delivery marks ({marks_patterns}): no keys")

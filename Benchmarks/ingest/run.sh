@@ -47,8 +47,9 @@ fi
 command -v redis-cli >/dev/null || die "redis-cli is missing (run scripts/install-deps.sh)"
 
 if [[ ${INGEST_BENCH_SKIP_BUILD:-} != 1 ]]; then
-    say "building push-ingest (release)"
+    say "building push-ingest and pushctl (release)"
     swift build -c release --scratch-path "$SCRATCH" --product push-ingest 2>&1 | tail -1
+    swift build -c release --scratch-path "$SCRATCH" --product pushctl 2>&1 | tail -1
 fi
 BINARY="$SCRATCH/release/push-ingest"
 [[ -x $BINARY ]] || die "$BINARY is missing"
@@ -126,4 +127,4 @@ run() {
 say "wrk -t$THREADS -c$CONNECTIONS -d$DURATION --latency (full output in $OUT_DIR)"
 run put put.lua
 run register register.lua
-say "tokens registered: $(redis-cli -p "$REDIS_PORT" SCARD 'push:{com.example.bench}:tokens')"
+say "tokens registered: $("$SCRATCH/release/pushctl" registry status --redis-url "redis://127.0.0.1:$REDIS_PORT/0" --app com.example.bench | head -1)"

@@ -6,6 +6,7 @@ import PushCore
 import PushServiceKit
 import Redis
 import TestSupport
+import TokenRegistry
 
 /// push-render under a broadcast: an `{"all": true}` push request over N registered tokens, rendered
 /// by the real `push-render` executable (a child process) into send batches on `push.send`.
@@ -51,10 +52,14 @@ struct RenderBench: AsyncParsableCommand {
     @Option(help: "Every Nth token is registered for the sandbox environment, the others for production (0: none).")
     var sandboxEvery = 10
 
+    @Option(help: "The registry's shards (PUSH_REGISTRY_SHARDS; 1 is the single-tag layout of registries made before shards).")
+    var shards = RegistryLayout.defaultShards
+
     func validate() throws {
         guard tokens > 0 else { throw ValidationError("--tokens must be positive") }
         guard sandboxEvery >= 0 else { throw ValidationError("--sandbox-every must be 0 or more") }
         guard !localeList.isEmpty else { throw ValidationError("--locales names no locale") }
+        guard (1...RegistryLayout.maximumShards).contains(shards) else { throw ValidationError("--shards must be 1–\(RegistryLayout.maximumShards)") }
     }
 
     private var localeList: [String] {
@@ -157,35 +162,42 @@ struct RenderBench: AsyncParsableCommand {
         await redis.close()
     }
 
-    /// Writes `tokens` records and the app's token set, unless the set already holds that many.
+    /// Writes `tokens` records and the app's token sets in the registry's layout (``shards`` shards,
+    /// each device in its own), unless the sets already hold that many. On a single Redis the
+    /// database is emptied first; a Redis Cluster is expected new.
     private func fill(redis: RedisClient) async throws {
-        let setKey = "push:{\(Self.app)}:tokens"
-        let existing = try await redis.execute("SCARD", setKey).integer ?? 0
-        if existing == tokens {
-            print("Redis already holds \(tokens) tokens of \(Self.app)")
+        let layout = RegistryLayout(shards: shards)
+        let all = layout.allKeys(prefix: "push", app: Self.app)
+        let existing = try await redis.pipeline(all.map { RedisCommand(["SCARD", $0.tokens]) }).reduce(0) { $0 + Int($1.integer ?? 0) }
+        let layoutKey = RegistryKeys.layoutKey(prefix: "push", app: Self.app)
+        if existing == tokens, try await redis.execute("HGET", layoutKey, "shards").string == String(shards) {
+            print("Redis already holds \(tokens) tokens of \(Self.app) in \(layout)")
             return
         }
-        _ = try await redis.execute("FLUSHDB")
+        if !redis.configuration.isCluster { _ = try await redis.execute("FLUSHDB") }
+        try await redis.execute("HSET", layoutKey, "shards", String(shards))
         let started = ContinuousClock.now
         let locales = localeList
         let chunk = 1000
         var index = 0
         while index < tokens {
             var commands: [RedisCommand] = []
-            commands.reserveCapacity(chunk + 1)
-            var members = RedisCommand(["SADD", setKey])
+            commands.reserveCapacity(chunk + all.count)
+            var members: [Int: RedisCommand] = [:]
             for i in index..<min(tokens, index + chunk) {
-                let token = Self.token(i)
-                members.append(token)
+                let hex = Self.token(i)
+                let device = try DeviceToken(normalizing: hex)
+                let shard = layout.shard(of: device)
+                members[shard, default: RedisCommand(["SADD", all[shard].tokens])].append(hex)
                 commands.append(
                     RedisCommand([
-                        "HSET", "push:{\(Self.app)}:token:\(token)", "locale", locales[i % locales.count],
+                        "HSET", all[shard].record(device), "locale", locales[i % locales.count],
                         "environment", sandboxEvery > 0 && i % sandboxEvery == 0 ? "sandbox" : "production", "topics", "[]",
                         "alert", "1", "badge", i % 7 == 0 ? "0" : "1", "sound", "1",
                         "registered_at", "1767225600000", "updated_at", "1767225600000",
                     ]))
             }
-            commands.append(members)
+            commands.append(contentsOf: members.values)
             for reply in try await redis.pipeline(commands) {
                 if let error = reply.errorMessage { throw ChildProcessError("filling Redis: \(error)") }
             }
@@ -193,7 +205,7 @@ struct RenderBench: AsyncParsableCommand {
         }
         let sandbox = sandboxEvery > 0 ? (tokens + sandboxEvery - 1) / sandboxEvery : 0
         print(
-            "filled Redis with \(tokens) tokens in \(ContinuousClock.now - started) (locales \(locales.joined(separator: ", ")); "
+            "filled Redis with \(tokens) tokens in \(ContinuousClock.now - started) (\(layout); locales \(locales.joined(separator: ", ")); "
                 + "\(tokens - sandbox) production, \(sandbox) sandbox)")
     }
 
