@@ -9,8 +9,8 @@ import TokenRegistry
 /// rate-bounded walk over each app's token set that resumes where it stopped.
 ///
 /// For each app of the apps file, at most once per ``FeedbackConfiguration/sweepInterval``, a pass
-/// walks `{prefix}:{<app>}:tokens` with `SSCAN` (``FeedbackConfiguration/sweepBatchSize`` per step, so
-/// Redis is never blocked by one call) and runs the invalid-token rule on every token with "invalid
+/// walks the app's token sets, shard after shard, with `SSCAN` (``FeedbackConfiguration/sweepBatchSize``
+/// per step, so Redis is never blocked by one call) and runs the invalid-token rule on every token with "invalid
 /// since now − stale days" (``TokenRemover``: one pipeline per step; a token registered since stays,
 /// atomically). Removals are announced as `token.removed` with reason `Stale`. Steps are spaced so
 /// that no more than ``FeedbackConfiguration/sweepRate`` tokens are examined per second.
@@ -20,7 +20,7 @@ import TokenRegistry
 ///
 /// | key | type | holds |
 /// |---|---|---|
-/// | `{prefix}:{<app>}:sweep` | hash | `cursor` (`0` between passes), `pass_started_at`, `last_pass_completed_at` (ms), `scanned`, `removed` (this pass) |
+/// | `{prefix}:{<app>}:sweep` | hash | `cursor` (`<shard>:<SSCAN cursor>`; `0` between passes), `pass_started_at`, `last_pass_completed_at` (ms), `scanned`, `removed` (this pass) |
 /// | `{prefix}:{<app>}:sweep:lease` | string | the instance sweeping the app; expires ``leaseDuration`` after its last step |
 ///
 /// The lease lets several push-feedback instances run: one sweeps an app while the others skip it. A

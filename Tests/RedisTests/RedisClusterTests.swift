@@ -134,6 +134,9 @@ import Testing
                 #expect(try await connection.execute("WAIT", "1", "2000").integer == 1)
                 await connection.close()
             }
+            // A client that issues no command at all through the failover (an idle service).
+            let idle = try await RedisClient.connect(configuration: RedisConfiguration(url: try await Self.cluster.url()), logger: Self.logger)
+            try await eventually("the idle client is ready", timeout: .seconds(10)) { idle.isConnected }
             let victim = masters[0]
             let killedAt = ContinuousClock.now
             try await Self.cluster.killNode(victim.index)
@@ -163,6 +166,9 @@ import Testing
             #expect(keptValues.allSatisfy { $0.string == "before" }, "a write the replica acknowledged was lost")
             let promoted = try await Self.nodes().filter { $0.role == "master" }
             #expect(promoted.count == 3 && !promoted.contains { $0.index == victim.index })
+            // The idle client reads the map again on its own once its old master is gone: ready again.
+            try await eventually("the idle client is ready again", timeout: .seconds(20)) { idle.isConnected }
+            await idle.close()
             print(
                 "redis failover: master \(victim.port) killed, 900 keys written during the failover within \(recovered), \(failures) retried writes")
             try await Self.cluster.startNode(victim.index)

@@ -87,10 +87,16 @@ final class RedisClusterRouter: Sendable {
         }
     }
 
-    /// Whether the map is known and every master's connections are up (for readiness checks).
+    /// Whether the map is known and every master's connections are up (for readiness checks). When
+    /// not, the map is read again in the background (at most once a second from here): a master
+    /// that died and was replaced by its replica leaves the map there, even in an idle service.
     var isConnected: Bool {
-        let (map, pools) = state.withLock { ($0.map, $0.pools) }
-        return map.servesEverySlot && map.masters.allSatisfy { pools[$0]?.isConnected ?? false }
+        let (map, pools, last) = state.withLock { ($0.map, $0.pools, $0.lastRefresh) }
+        let connected = map.servesEverySlot && map.masters.allSatisfy { pools[$0]?.isConnected ?? false }
+        if !connected, last.map({ ContinuousClock.now - $0 > .seconds(1) }) ?? true {
+            Task { await self.refreshMap(force: false) }
+        }
+        return connected
     }
 
     /// The master serving `key`'s slot, as the map says now (nil before the map is known).
