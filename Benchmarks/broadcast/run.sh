@@ -33,7 +33,8 @@
 # for Erlang distribution), BROADCAST_BENCH_REDIS_PORT (7602), BROADCAST_BENCH_APNS_PORT (7603),
 # BROADCAST_BENCH_ADMIN_PORT (7604), BROADCAST_BENCH_RENDER_PORT (7605),
 # BROADCAST_BENCH_SEND_PORT (7606), BROADCAST_BENCH_SCRATCH (.build), BROADCAST_BENCH_SKIP_BUILD=1
-# (use the binaries already built). BROADCAST_BENCH_PUSHCTL_CONNECTIONS (2) is pushctl bench's
+# (use the binaries already built), BROADCAST_BENCH_SHARDS (24; 1 fills the single-tag layout of
+# registries made before virtual shards). BROADCAST_BENCH_PUSHCTL_CONNECTIONS (2) is pushctl bench's
 # connection count; push-send opens connections as it needs them (PUSH_SEND_CONNECTIONS caps them); other PUSH_RENDER_* / PUSH_SEND_* variables in the environment reach the services.
 set -euo pipefail
 
@@ -138,7 +139,8 @@ RABBIT_PID=$(cat "$ROOT/.local/rabbitmq-$NAME/rabbitmq.pid")
 REDIS_PID=$(cat "$ROOT/.local/redis-$NAME/redis.pid")
 
 say "filling Redis with $TOKENS tokens of $APP (locales $LOCALES; every ${SANDBOX_EVERY}th in the sandbox environment)"
-"$BIN/render-bench" --fill-only --redis-url "$REDIS_URL" --tokens "$TOKENS" --locales "$LOCALES" --sandbox-every "$SANDBOX_EVERY"
+"$BIN/render-bench" --fill-only --redis-url "$REDIS_URL" --tokens "$TOKENS" --locales "$LOCALES" --sandbox-every "$SANDBOX_EVERY" \
+    ${BROADCAST_BENCH_SHARDS:+--shards "$BROADCAST_BENCH_SHARDS"}
 # Measure the broadcast, not Redis housekeeping: let the AOF rewrite the fill set off finish first.
 for _ in $(seq 1 1200); do
     redis-cli -p "$REDIS_PORT" INFO persistence | grep -qE 'aof_rewrite_(in_progress|scheduled):1' || break
