@@ -165,6 +165,7 @@ let package = Package(
             name: "PushSend",
             dependencies: [
                 "APNs",
+                "HTTP2Transport",
                 "AMQP",
                 "Redis",
                 "RateLimiting",
@@ -242,7 +243,7 @@ let package = Package(
             name: "push-feedback", dependencies: serviceDependencies + ["PushFeedback", "TokenRegistry"], swiftSettings: swiftSettings),
         .executableTarget(name: "apns-sandbox", dependencies: serviceDependencies + ["APNsSandbox"], swiftSettings: swiftSettings),
         .executableTarget(
-            name: "pushctl", dependencies: serviceDependencies + ["APNs", "TokenRegistry", "PushFeedback"], swiftSettings: swiftSettings),
+            name: "pushctl", dependencies: serviceDependencies + ["APNs", "TokenRegistry", "PushFeedback", "PushSend"], swiftSettings: swiftSettings),
 
         // MARK: Benchmarks: executables that print figures (not timed tests), each beside its script
         // in Benchmarks/<area>/ (`make bench-<area>`)

@@ -188,6 +188,34 @@ else
     log "apns-sandbox was not built; the services use the APNs endpoints of the apps file"
 fi
 
+# Copy-paste next steps for a newcomer: register a device, send it a push three ways, watch it.
+print_next_steps() {
+    local ingest="http://127.0.0.1:${HTTP_PORT[push-ingest]}" admin="http://127.0.0.1:$SANDBOX_ADMIN_PORT"
+    local amqp="amqp://guest:guest@127.0.0.1:$AMQP_PORT/%2f" pushctl="$BIN_DIR/pushctl"
+    local token=0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
+    cat <<NEXT | sed -u "s/^/$(printf '%-13s' next) | /"
+Try it (in another terminal):
+1. Register a device for user alice:
+   curl -X PUT $ingest/v1/apps/com.example.game/devices/$token \\
+     -H 'Authorization: Bearer dev-ingest-key' -H 'Content-Type: application/json' \\
+     -d '{"user":"alice","locale":"en-US","environment":"sandbox","topics":["news"]}'
+2. Send alice a push with pushctl:
+   echo '{"id":"hello-1","app":"com.example.game","to":{"users":["alice"]},"payload":{"aps":{"alert":"Hello"}}}' \\
+     | PUSH_AMQP_URL='$amqp' $pushctl publish -
+   or from Python (pip install pika):
+     import json, pika
+     connection = pika.BlockingConnection(pika.URLParameters("$amqp"))
+     channel = connection.channel(); channel.confirm_delivery()
+     channel.basic_publish("push", "request", json.dumps({"id": "hello-2", "app": "com.example.game", "to": {"users": ["alice"]}, "payload": {"aps": {"alert": "Hello from Python"}}}), pika.BasicProperties(delivery_mode=2, content_type="application/json"))
+     connection.close()
+3. Watch:
+   curl -s '$admin/deliveries?token=$token'        # what apns-sandbox received
+   curl -s http://127.0.0.1:${HTTP_PORT[push-send]}/metrics | grep push_send_delivered   # push-send's metrics (push-render ${HTTP_PORT[push-render]}, push-feedback ${HTTP_PORT[push-feedback]}, push-ingest ${HTTP_PORT[push-ingest]})
+   PUSH_AMQP_URL='$amqp' $pushctl queues           # queue depths
+   PUSH_APPS_FILE=config/apps.json $pushctl apps check   # the apps file and its credentials
+NEXT
+}
+
 # --- the four services ------------------------------------------------------------------------
 for s in "${SERVICES[@]}"; do
     [[ -x $BIN_DIR/$s ]] || continue
@@ -195,6 +223,8 @@ for s in "${SERVICES[@]}"; do
     SERVICE_PIDS+=("$LAUNCHED_PID")
 done
 log "running; press Ctrl-C to stop everything"
+print_next_steps
+
 
 # --- wait: the first service to exit stops the stack (unless PUSH_RUN_KEEP_GOING=1) -----------
 while :; do

@@ -172,7 +172,7 @@ public final class AMQPConnection: Service, Sendable {
         if !core.enqueue(.consume(spec)) {
             continuation.finish(throwing: AMQPError(.closed, "the connection was closed"))
         }
-        return AMQPConsumer(stream: stream, id: id, core: core)
+        return AMQPConsumer(stream: stream, id: id, core: core, queue: queue)
     }
 
     // MARK: Queue administration (operator tools and tests)

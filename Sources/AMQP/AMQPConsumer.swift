@@ -7,6 +7,8 @@ public struct AMQPConsumer: AsyncSequence, Sendable {
     let stream: AsyncThrowingStream<AMQPDelivery, any Error>
     let id: UInt64
     let core: ConnectionCore
+    /// The queue consumed.
+    public let queue: String
 
     public func makeAsyncIterator() -> AsyncThrowingStream<AMQPDelivery, any Error>.AsyncIterator {
         stream.makeAsyncIterator()

@@ -101,4 +101,9 @@ static inline long push_SSL_CTX_add1_chain_cert(SSL_CTX *ctx, X509 *certificate)
     return SSL_CTX_add1_chain_cert(ctx, certificate);
 }
 
+/// XN_FLAG_RFC2253 combines several macros Swift cannot import.
+static inline unsigned long push_XN_FLAG_RFC2253(void) {
+    return XN_FLAG_RFC2253;
+}
+
 #endif

@@ -13,6 +13,7 @@ public struct PushSendService: Sendable {
     public let processor: SendBatchProcessor
     public let consumer: SendBatchConsumer
     public let pauses: AppPauses
+    public let expiryWatch: CredentialExpiryWatch
 
     /// - Parameters:
     ///   - configuration: the shared settings (`PUSH_APNS_ENDPOINT`, `PUSH_APNS_CA_FILE`).
@@ -47,8 +48,10 @@ public struct PushSendService: Sendable {
         )
         consumer = SendBatchConsumer(
             amqp: amqp, processor: processor, queues: queues, configuration: send, crashGuard: crashGuard, logger: logger)
+        expiryWatch = CredentialExpiryWatch(apps: apps, logger: logger)
     }
 
-    /// The services to run after the broker connection and Redis: the pool, then the consumer.
-    public var services: [any Service] { [pool, consumer] }
+    /// The services to run after the broker connection and Redis: the pool, the consumer, and the
+    /// watch on certificate expiry.
+    public var services: [any Service] { [pool, consumer, expiryWatch] }
 }

@@ -56,7 +56,7 @@ extension SendBatchProcessor {
             event(.broadcastDelivered(app: app.bundleID, requestID: batch.requestID, batchID: batch.batchID, channel: channel, at: now()))
         }
         func failed(_ reason: String) -> (DeliveryDisposition, String) {
-            metrics.failed(reason, count: 1)
+            metrics.failed(reason, app: app.bundleID, count: 1)
             logger.notice("broadcast refused", metadata: ["push.reason": "\(reason)"])
             let failure = PushEvent.broadcastFailed(
                 app: app.bundleID, requestID: batch.requestID, batchID: batch.batchID, channel: channel, reason: reason, at: now())
@@ -142,7 +142,7 @@ extension SendBatchProcessor {
             } catch {
                 logger.warning("could not record the broadcast's dedupe mark; a redelivery would send it again", metadata: ["push.error": "\(error)"])
             }
-            metrics.delivered.increment()
+            metrics.delivered(app: app.bundleID, count: 1)
             return (.ackAfterPublishing([delivered()]), "broadcast_delivered")
         case .retry:
             return retry(reason)

@@ -109,7 +109,7 @@ public struct SendBatchProcessor: Sendable {
         let settled = await settler.settle(delivery, disposition, amqp: amqp, logger: logger)
         if let plan {
             switch settled.outcome {
-            case .settled: record(plan.plan, as: plan.settlement, logger: logger)
+            case .settled: record(plan.plan, app: app.bundleID, as: plan.settlement, logger: logger)
             case .requeued: metrics.batch("requeued")
             case .superseded: metrics.batch("superseded")
             }
@@ -165,10 +165,10 @@ public struct SendBatchProcessor: Sendable {
     }
 
     /// Counts a settled batch's outcomes.
-    private func record(_ plan: SendBatchPlan, as settlement: String, logger: Logger) {
+    private func record(_ plan: SendBatchPlan, app: String, as settlement: String, logger: Logger) {
         metrics.batch(settlement)
-        if plan.delivered > 0 { metrics.delivered.increment(by: Int64(plan.delivered)) }
-        for (reason, tokens) in plan.failures { metrics.failed(reason, count: tokens.count) }
+        if plan.delivered > 0 { metrics.delivered(app: app, count: plan.delivered) }
+        for (reason, tokens) in plan.failures { metrics.failed(reason, app: app, count: tokens.count) }
         for (reason, count) in plan.retried { metrics.retried(reason, count: count) }
         for (reason, count) in plan.deferred { metrics.deferred(reason, count: count) }
         logger.debug(

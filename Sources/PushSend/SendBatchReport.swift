@@ -181,13 +181,20 @@ public struct SendBatchPlan: Sendable {
 
     /// Every message to publish (with confirms) before the batch is acked: republished batches first
     /// (they carry work), then dead letters, feedback and events.
+    ///
+    /// Every message carries the AMQP `timestamp` (seconds) of when it is due in its work queue: now,
+    /// and for a retry now plus its tier's delay, so `push_queue_message_age_seconds` measures the
+    /// time spent waiting in `push.send`, not the planned wait in a tier.
     public func messages(queues: PushQueues) -> [AMQPOutboundMessage] {
         var messages: [AMQPOutboundMessage] = []
+        let stamp = UInt64(max(0, now / 1000))
         for retry in republished {
-            let properties = AMQPProperties(headers: [
-                Self.deferralsHeader: .int64(Int64(retry.deferrals)),
-                Self.retryReasonHeader: .string(retry.reason),
-            ])
+            let delay = queues.send.retryTiers.indices.contains(retry.tier) ? queues.send.retryTiers[retry.tier].components.seconds : 0
+            let properties = AMQPProperties(
+                headers: [
+                    Self.deferralsHeader: .int64(Int64(retry.deferrals)),
+                    Self.retryReasonHeader: .string(retry.reason),
+                ], timestamp: stamp + UInt64(max(0, delay)))
             // Retry tiers are reached through the default exchange, by queue name.
             messages.append(
                 AMQPOutboundMessage(
@@ -195,13 +202,16 @@ public struct SendBatchPlan: Sendable {
             )
         }
         for dead in deadLetters {
-            let properties = AMQPProperties(headers: [PushQueues.errorHeader: .string("\(dead.reason): \(dead.detail)")])
+            let properties = AMQPProperties(headers: [PushQueues.errorHeader: .string("\(dead.reason): \(dead.detail)")], timestamp: stamp)
             messages.append(
                 AMQPOutboundMessage(
                     exchange: queues.exchange, routingKey: queues.deadRoutingKey, body: SendJSON.encode(dead.batch), properties: properties))
         }
         for event in feedback {
-            messages.append(AMQPOutboundMessage(exchange: queues.exchange, routingKey: queues.feedback.routingKey, body: SendJSON.encode(event)))
+            messages.append(
+                AMQPOutboundMessage(
+                    exchange: queues.exchange, routingKey: queues.feedback.routingKey, body: SendJSON.encode(event),
+                    properties: AMQPProperties(timestamp: stamp)))
         }
         for event in events {
             messages.append(

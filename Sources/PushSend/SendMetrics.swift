@@ -4,9 +4,11 @@ import Synchronization
 /// push-send's metrics (swift-metrics; Prometheus on `/metrics` through the service kit):
 ///
 /// - `push_send_notifications_sent_total`: requests sent to APNs (every try counts);
-/// - `push_send_delivered_total`: notifications APNs accepted;
-/// - `push_send_failed_total{reason}`: notifications that ended without delivery (invalid token,
-///   permanent refusal, expired, dropped, out of tries), by reason;
+/// - `push_send_delivered_total{app}`: notifications APNs accepted, by app (a bundle id of the apps
+///   file: batches of apps it does not name are dead-lettered before they count, so the label's values
+///   are bounded by the apps file; never a token or user);
+/// - `push_send_failed_total{app,reason}`: notifications that ended without delivery (invalid token,
+///   permanent refusal, expired, dropped, out of tries), by app and reason;
 /// - `push_send_retries_total{reason}`: notifications republished to a retry tier for another attempt;
 /// - `push_send_rate_limited_total{action}`: notifications over a rate limit, `deferred` or `dropped`;
 /// - `push_send_deferred_total{reason}`: notifications republished without counting an attempt;
@@ -17,12 +19,14 @@ import Synchronization
 /// - `push_send_open_connections`: HTTP/2 connections open to APNs (all apps);
 /// - `push_send_batches_total{outcome}`: batches settled: `acked`, `requeued` (broker trouble or
 ///   shutdown), `invalid` (dead-lettered as unreadable), `paused` (republished while their app was paused);
-/// - `push_send_credential_failures_total{app}` and `push_send_app_paused{app}` (1 while paused).
+/// - `push_send_credential_failures_total{app}` and `push_send_app_paused{app}` (1 while paused);
+/// - `push_credential_expiry_days{app,environment}`: days until a certificate-auth app's certificate
+///   expires (negative once it has), set when its client is made and every hour after
+///   (``CredentialExpiryWatch``).
 ///
 /// Labelled handles are created once per label value and kept.
 final class SendMetrics: Sendable {
     let sent = Counter(label: "push_send_notifications_sent_total")
-    let delivered = Counter(label: "push_send_delivered_total")
     let duplicatesSkipped = Counter(label: "push_send_duplicates_skipped_total")
     let latency = Timer(label: "push_send_apns_latency_seconds")
     let openConnections = Gauge(label: "push_send_open_connections")
@@ -31,6 +35,7 @@ final class SendMetrics: Sendable {
     private let windowSizeGauge = Gauge(label: "push_send_window_size")
     private let inFlightCount = Atomic<Int>(0)
     private let labelled = Mutex<[String: Counter]>([:])
+    private let expiryGauges = Mutex<[String: Gauge]>([:])
     private let pausedGauges = Mutex<[String: Gauge]>([:])
 
     init() {}
@@ -40,17 +45,37 @@ final class SendMetrics: Sendable {
     }
 
     private func counter(_ label: String, _ dimension: String, _ value: String) -> Counter {
-        let key = "\(label)|\(dimension)=\(value)"
+        counter(label, [(dimension, value)])
+    }
+
+    private func counter(_ label: String, _ dimensions: [(String, String)]) -> Counter {
+        let key = ([label] + dimensions.map { "\($0.0)=\($0.1)" }).joined(separator: "|")
         return labelled.withLock { counters in
             if let counter = counters[key] { return counter }
-            let counter = Counter(label: label, dimensions: [(dimension, value)])
+            let counter = Counter(label: label, dimensions: dimensions)
             counters[key] = counter
             return counter
         }
     }
 
-    func failed(_ reason: String, count: Int) {
-        counter("push_send_failed_total", "reason", reason).increment(by: Int64(count))
+    func delivered(app: String, count: Int) {
+        counter("push_send_delivered_total", [("app", app)]).increment(by: Int64(count))
+    }
+
+    func failed(_ reason: String, app: String, count: Int) {
+        counter("push_send_failed_total", [("app", app), ("reason", reason)]).increment(by: Int64(count))
+    }
+
+    /// Days until `app`'s certificate in `environment` expires.
+    func credentialExpiry(app: String, environment: String, days: Double) {
+        let key = "\(app)|\(environment)"
+        let gauge = expiryGauges.withLock { gauges in
+            if let gauge = gauges[key] { return gauge }
+            let gauge = Gauge(label: "push_credential_expiry_days", dimensions: [("app", app), ("environment", environment)])
+            gauges[key] = gauge
+            return gauge
+        }
+        gauge.record(days)
     }
 
     func retried(_ reason: String, count: Int) {

@@ -60,7 +60,7 @@ public struct BoundedConsumer: Sendable {
         process: @escaping @Sendable (AMQPDelivery) async -> Void
     ) async throws {
         try await run(
-            consumer, ordered: false, lanes: crashGuard?.lanes,
+            MessageAgeGauge.observing(consumer), ordered: false, lanes: crashGuard?.lanes,
             stopTaking: {
                 onShutdown()
                 consumer.cancel()
@@ -81,7 +81,7 @@ public struct BoundedConsumer: Sendable {
         processBatch: @escaping @Sendable ([AMQPDelivery], SettlementTurn) async -> Void
     ) async throws {
         try await run(
-            consumer, ordered: true, lanes: crashGuard?.lanes,
+            MessageAgeGauge.observing(consumer), ordered: true, lanes: crashGuard?.lanes,
             stopTaking: {
                 onShutdown()
                 consumer.cancel()

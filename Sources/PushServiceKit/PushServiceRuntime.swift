@@ -123,8 +123,11 @@ public struct PushServiceRuntime: Sendable {
     /// requests still find Redis).
     public func run(services: [any Service], adminServer: AdminServer?) async throws {
         logger.info("starting", metadata: ["push.service": "\(name)", "push.admin_port": "\(configuration.effectiveAdminPort)"])
+        let amqp = self.amqp
+        let redis = self.redis
+        let gauges = DependencyGauges([.init("rabbitmq") { amqp.isConnected }, .init("redis") { redis.isConnected }])
         try await runService(
-            services: [amqp, redis] + services,
+            services: [amqp, redis, gauges] + services,
             adminServer: adminServer,
             shutdownTimeout: configuration.shutdownTimeout,
             logger: logger

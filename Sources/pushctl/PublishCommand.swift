@@ -41,7 +41,8 @@ extension PushctlCommand {
                 try await amqp.publish(
                     AMQPOutboundMessage(
                         exchange: queues.exchange, routingKey: routingKey, body: Array(data),
-                        properties: AMQPProperties(contentType: "application/json", persistent: true)
+                        properties: AMQPProperties(
+                            contentType: "application/json", persistent: true, timestamp: UInt64(Date().timeIntervalSince1970))
                     )
                 )
             } catch {

@@ -12,7 +12,9 @@ struct PushctlCommand: AsyncParsableCommand {
         commandName: "pushctl",
         abstract: "Operator CLI for the push provider.",
         discussion: PushConfiguration.environmentHelp,
-        subcommands: [Queues.self, Publish.self, Token.self, Registry.self, Dead.self, Send.self, Bench.self, Feedback.self, Channel.self]
+        subcommands: [
+            Queues.self, Publish.self, Token.self, Registry.self, Dead.self, Send.self, Bench.self, Feedback.self, Channel.self, Apps.self,
+        ]
     )
 }
 

@@ -169,6 +169,7 @@ struct SendResilienceTests {
             for name in [
                 "push_send_delivered_total", "push_send_notifications_sent_total", "push_send_apns_latency_seconds_bucket",
                 "push_send_open_connections", "push_send_in_flight", "push_send_window_size", "push_send_batches_total",
+                "push_send_delivered_total{app=\"", "push_dependency_up{dependency=\"rabbitmq\"}", "push_dependency_up{dependency=\"redis\"}",
             ] {
                 #expect(metrics.body.contains(name), "\(name) in /metrics")
             }

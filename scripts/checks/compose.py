@@ -242,7 +242,9 @@ def parse_dockerfile(text):
                 key, _, value = tok.partition("=")
                 info["env"][key] = value
         elif instr == "USER":
-            info["user"] = rest.strip()
+            info["user"] = rest.strip().split(":")[0]
+            if info["user"].isdigit():
+                info["uids"][info["user"]] = int(info["user"])
         elif instr == "WORKDIR":
             info["workdir"] = rest.strip()
         elif instr == "COPY" and not rest.startswith("--"):
@@ -402,9 +404,11 @@ def static_checks(report, raw, env, dockerfile):
     for name, svc in services.items():
         if svc.get("image") != PUSH_IMAGE:
             continue
-        user, _ = image_user(name, svc, dockerfile)
+        user, uid = image_user(name, svc, dockerfile)
         for kind, source, target, read_only in volumes_of(svc):
-            if kind == "volume" and not read_only and dockerfile["owner"].get(target) != user:
+            owner = dockerfile["owner"].get(target)
+            # By name or by number: the image may chown to `push` and run as USER 10001.
+            if kind == "volume" and not read_only and (owner is None or dockerfile["uids"].get(owner, owner) != uid):
                 bad.append(f"{name} writes to {target}, which the image does not give to {user}")
     report.check(not bad, "deploy/Dockerfile gives the volumes its user writes to (their mount points) to that user", "; ".join(bad))
     return doc
@@ -510,6 +514,7 @@ class Stack:
             if (ROOT / src).is_dir():
                 shutil.copytree(ROOT / src, target, ignore=shutil.ignore_patterns("keys"))
             else:
+                target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy(ROOT / src, target)
         self.prefixes = {df["workdir"]}
         for path, owner in df["owner"].items():
