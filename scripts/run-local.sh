@@ -193,7 +193,9 @@ print_next_steps() {
     local ingest="http://127.0.0.1:${HTTP_PORT[push-ingest]}" admin="http://127.0.0.1:$SANDBOX_ADMIN_PORT"
     local amqp="amqp://guest:guest@127.0.0.1:$AMQP_PORT/%2f" pushctl="$BIN_DIR/pushctl"
     local token=0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
-    cat <<NEXT | sed -u "s/^/$(printf '%-13s' next) | /"
+    # Unprefixed, so each command can be copied as it stands.
+    cat <<NEXT
+
 Try it (in another terminal):
 1. Register a device for user alice:
    curl -X PUT $ingest/v1/apps/com.example.game/devices/$token \\
@@ -213,6 +215,7 @@ Try it (in another terminal):
    curl -s http://127.0.0.1:${HTTP_PORT[push-send]}/metrics | grep push_send_delivered   # push-send's metrics (push-render ${HTTP_PORT[push-render]}, push-feedback ${HTTP_PORT[push-feedback]}, push-ingest ${HTTP_PORT[push-ingest]})
    PUSH_AMQP_URL='$amqp' $pushctl queues           # queue depths
    PUSH_APPS_FILE=config/apps.json $pushctl apps check   # the apps file and its credentials
+
 NEXT
 }
 
