@@ -17,7 +17,10 @@ public typealias IngestApplication = Application<RouterResponder<IngestRequestCo
 ///   `HTTPRegistrationEndpoints+API.swift` for the status codes);
 /// - `GET`/`POST /register` and `POST /push_token`: the legacy forms (`{"ret","msg"}` answers, see
 ///   `HTTPRegistrationEndpoints+Legacy.swift`);
-/// - `GET /healthz`, `/readyz`, `/metrics`: ``PushServiceKit/AdminRoutes`` on the same port;
+/// - `GET /openapi.yaml`: this API as an OpenAPI 3.1 document (``OpenAPISpec``, the repository's
+///   `openapi.yaml`), `application/yaml`;
+/// - `GET /healthz`, `/readyz`, `/metrics`: ``PushServiceKit/AdminRoutes`` on the same port, unless
+///   `PUSH_ADMIN_PORT` gives them a listener of their own;
 /// - anything else: `404 {"error":"not_found"}`.
 ///
 /// Bounds on every request: headers (``IngestConfiguration/maxHeaderFieldSize`` and friends; over them
@@ -71,6 +74,8 @@ public func buildIngestApplication(
     router.get("/register") { request, context in await endpoints.register(request, context: context) }
     router.post("/register") { request, context in await endpoints.register(request, context: context) }
     router.post("/push_token") { request, context in await endpoints.pushToken(request, context: context) }
+    // The API's own description, on the public port whatever PUSH_ADMIN_PORT says.
+    router.get("/openapi.yaml") { _, _ in OpenAPISpec.response() }
     if configuration.adminPort == nil {
         // Without PUSH_ADMIN_PORT the admin routes share the API's port (one port to expose).
         AdminRoutes(readiness: readiness).add(to: router)
@@ -125,5 +130,15 @@ struct HTTPErrorMiddleware: RouterMiddleware {
             context.logger.error("Unexpected error answering a request", metadata: ["push.error": "\(error)"])
             return HTTPRegistrationEndpoints.response(for: IngestError(.internal, "internal error; it has been logged"), legacy: false)
         }
+    }
+}
+
+extension OpenAPISpec {
+    /// The document's bytes, made once.
+    private static let body = ByteBuffer(string: yaml)
+
+    /// `200` with the document as `application/yaml`.
+    static func response() -> Response {
+        Response(status: .ok, headers: [.contentType: "application/yaml"], body: ResponseBody(byteBuffer: body))
     }
 }

@@ -10,7 +10,7 @@ struct PushIngestCommand: AsyncParsableCommand {
         commandName: "push-ingest",
         abstract: "Device-token registration: HTTP API, legacy forms and the push.registrations queue, into the Redis token registry.",
         discussion: """
-            Serves on PUSH_HTTP_PORT (default 8080): PUT/GET/DELETE /v1/apps/{app}/devices/{token} (Authorization: Bearer <the app's ingest key>), the legacy forms GET/POST /register and POST /push_token, and /healthz, /readyz, /metrics. Consumes push.registrations. Connects to RabbitMQ (declaring the push topology) and Redis; SIGTERM or SIGINT stops accepting requests, finishes those in flight, drains the queue consumer and exits 0.
+            Serves on PUSH_HTTP_PORT (default 8080): PUT/GET/DELETE /v1/apps/{app}/devices/{token} (Authorization: Bearer <the app's ingest key>), the legacy forms GET/POST /register and POST /push_token, and /healthz, /readyz, /metrics; GET /openapi.yaml is the OpenAPI 3.1 spec of all of it. Consumes push.registrations. Connects to RabbitMQ (declaring the push topology) and Redis; SIGTERM or SIGINT stops accepting requests, finishes those in flight, drains the queue consumer and exits 0.
 
             \(PushConfiguration.environmentHelp)
             \(IngestConfiguration.environmentHelp)
