@@ -31,17 +31,24 @@ extension TLSClientIdentity {
     /// its certificate.
     public func certificateSummary() throws(TransportError) -> TLSCertificateSummary {
         let context = try TLSContext.client(trusting: nil, identity: self)
+        // The certificate is the context's: keep the context alive while it is read.
+        return try withExtendedLifetime(context) { () throws(TransportError) -> TLSCertificateSummary in
+            try Self.summary(of: context)
+        }
+    }
+
+    private static func summary(of context: TLSContext) throws(TransportError) -> TLSCertificateSummary {
         guard let certificate = SSL_CTX_get0_certificate(context.pointer) else {
             throw TransportError(.certificate, "the credentials hold no certificate")
         }
         guard let name = X509_get_subject_name(certificate) else {
             throw TransportError(.certificate, "the certificate has no subject")
         }
-        guard let notBefore = Self.seconds(X509_get0_notBefore(certificate)), let notAfter = Self.seconds(X509_get0_notAfter(certificate)) else {
+        guard let notBefore = seconds(X509_get0_notBefore(certificate)), let notAfter = seconds(X509_get0_notAfter(certificate)) else {
             throw TransportError(.certificate, "the certificate's validity dates cannot be read")
         }
         return TLSCertificateSummary(
-            subject: Self.rfc2253(name), commonName: Self.entry(name, NID_commonName), userID: Self.entry(name, NID_userId),
+            subject: rfc2253(name), commonName: entry(name, NID_commonName), userID: entry(name, NID_userId),
             notBefore: notBefore, notAfter: notAfter)
     }
 

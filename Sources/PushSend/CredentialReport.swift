@@ -96,13 +96,17 @@ public struct CredentialReport: Sendable, Equatable {
         if summary.notBefore > now {
             problems.append("certificate: not valid before \(date(summary.notBefore))")
         }
-        // APNs certificates carry the bundle id as UID (the topic they may push to); a VoIP or
-        // other certificate of the same app names the bundle id with a suffix (`.voip`).
-        if let userID = summary.userID, userID != app, !userID.hasPrefix(app + ".") {
+        // APNs certificates carry the bundle id as UID (the topic they may push to); the app's VoIP,
+        // complication and file provider certificates name it with Apple's suffixes. Another bundle
+        // id that merely starts with the app's (`com.example.app.pro`) is another app.
+        if let userID = summary.userID, userID != app, !appleTopicSuffixes.contains(where: { userID == app + $0 }) {
             problems.append("certificate: issued for \(userID), not \(app) (APNs would answer TopicDisallowed)")
         }
         return problems
     }
+
+    /// The suffixes Apple appends to a bundle id for an app's other push topics.
+    static let appleTopicSuffixes = [".voip", ".complication", ".pushkit.fileprovider"]
 
     /// A private key readable by the group or others is one copy away from being someone else's.
     static func permissionWarnings(field: String, path: String) -> [String] {

@@ -1,9 +1,10 @@
 public import AMQP
+import Foundation
 public import PushCore
 
 /// Settles the deliveries of one work queue: turns each ``DeliveryDisposition`` a consumer decided on
 /// into what to publish (a retry-tier copy, a dead letter, outcome messages) and whether to ack or
-/// requeue after. The decisions here are pure (``settlement(for:body:properties:)``,
+/// requeue after. The decisions here are pure (``settlement(for:body:properties:now:)``,
 /// ``SettlementPlan``); ``settle(_:_:amqp:logger:)`` carries them out.
 ///
 /// The rules every consumer shares (CONTRACT.md, "RabbitMQ topology"):
@@ -48,8 +49,13 @@ public struct DeliverySettler: Sendable {
 
     // MARK: Decisions
 
-    /// What settling a delivery with `body` and `properties` as `disposition` takes.
-    public func settlement(for disposition: DeliveryDisposition, body: [UInt8], properties: AMQPProperties) -> DeliverySettlement {
+    /// What settling a delivery with `body` and `properties` as `disposition` takes. `now` (seconds
+    /// since 1970) stamps a retry with the time it is due back in its work queue (now plus its tier's
+    /// delay), so `push_queue_message_age_seconds` counts the time it then waits there, not the
+    /// planned wait in the tier.
+    public func settlement(
+        for disposition: DeliveryDisposition, body: [UInt8], properties: AMQPProperties, now: UInt64 = UInt64(Date().timeIntervalSince1970)
+    ) -> DeliverySettlement {
         switch disposition {
         case .ack:
             return .publishThenAck([])
@@ -79,6 +85,8 @@ public struct DeliverySettler: Sendable {
             }
             var copy = properties
             copy.headers[Self.retriesHeader] = .int64(Int64(retries + 1))
+            let tier = queue.retryTiers[Swift.min(retries, queue.retryTiers.count - 1)]
+            copy.timestamp = now + UInt64(Swift.max(0, tier.components.seconds))
             // Retry tiers dead-letter back to the work queue through the default exchange.
             let message = AMQPOutboundMessage(exchange: "", routingKey: target, body: body, properties: copy)
             return .retry(message, retries: retries + 1, reason: reason)

@@ -8,7 +8,8 @@ import Metrics
 /// messages the one it takes is the queue's oldest: the gauge is the age of the oldest message
 /// waiting, the figure that says a queue has fallen behind (its depth alone does not: 10,000
 /// messages are a second's work for one queue and an hour's for another). Messages without a
-/// timestamp leave it as it was.
+/// timestamp leave it as it was. It moves only when a message is taken: a consumer that hangs while
+/// connected leaves it at its last value (its queue's depth and `rate(...)` of the work done show that).
 public struct MessageAgeGauge: AsyncSequence, Sendable {
     public typealias Element = AMQPDelivery
 

@@ -117,6 +117,8 @@ extension PushctlCommand {
                     properties.headers["x-last-death-reason"] = nil
                     properties.headers[PushQueues.errorHeader] = nil
                     properties.persistent = true
+                    // Due now: the queue's message age should not count the time it lay in push.dead.
+                    properties.timestamp = UInt64(Date().timeIntervalSince1970)
                     do {
                         try await amqp.publish(AMQPOutboundMessage(exchange: "", routingKey: target, body: delivery.body, properties: properties))
                         delivery.ack()

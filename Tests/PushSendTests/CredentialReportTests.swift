@@ -108,6 +108,12 @@ struct CredentialReportTests {
                 TLSCertificateSummary(subject: "", commonName: nil, userID: "com.example.app.voip", notBefore: 0, notAfter: Self.now + 86_400),
                 app: "com.example.app", now: Self.now
             ).isEmpty)
+        // Another app whose bundle id starts with this one's is another app.
+        #expect(
+            CredentialReport.certificateProblems(
+                TLSCertificateSummary(subject: "", commonName: nil, userID: "com.example.app.pro", notBefore: 0, notAfter: Self.now + 86_400),
+                app: "com.example.app", now: Self.now
+            ).count == 1)
 
         let mismatched = CredentialReport.inspect(
             app(.pem(certificateFile: files.path("good.pem"), privateKeyFile: files.path("other.key"))), now: Self.now)

@@ -42,7 +42,7 @@ import Testing
     }
 
     @Test func aFirstRetryGoesToTheFirstTierWithTheCountAndTheOriginal() throws {
-        let settlement = settler.settlement(for: .retry(reason: "Redis down"), body: body, properties: properties())
+        let settlement = settler.settlement(for: .retry(reason: "Redis down"), body: body, properties: properties(), now: 1_000_000)
         guard case .retry(let copy, let retries, let reason) = settlement else {
             Issue.record("not a retry: \(settlement)")
             return
@@ -54,6 +54,8 @@ import Testing
         #expect(copy.properties.headers["x-test"] == "kept")
         #expect(copy.properties.headers[PushQueues.errorHeader] == nil)
         #expect(copy.properties.messageID == "m-1" && copy.properties.persistent)
+        // Stamped with when it is due back (now + the 5 s tier): its wait in the tier is not age.
+        #expect(copy.properties.timestamp == 1_000_005)
         #expect(retries == 1 && reason == "Redis down")
         #expect(settlement.action(settleable: true, publishFailed: false) == .ack)
         #expect(settlement.action(settleable: true, publishFailed: true) == .requeue(after: .seconds(1)))
