@@ -72,8 +72,10 @@ import Testing
         // 1 ms round trip at 35,000/s: 35 in the air are enough; the floor holds.
         var sizes = Self.simulate(&sizer, roundTrip: .milliseconds(1), cpuRate: 35_000, periods: 10)
         #expect(sizes.last == 256)
-        // 5 ms: 175 needed, 350 aimed at.
-        sizes = Self.simulate(&sizer, roundTrip: .milliseconds(5), cpuRate: 35_000, periods: 30)
+        // 5 ms: 175 needed, 350 aimed at, once the 1 ms round trip has gone unconfirmed for 20 s
+        // (at the floor there is no queue of the window's making to probe for).
+        sizes = Self.simulate(&sizer, roundTrip: .milliseconds(5), cpuRate: 35_000, periods: 110)
+        #expect(sizes[..<99].allSatisfy { $0 == 256 }, "\(sizes)")
         #expect(sizes.last == 350, "\(sizes)")
     }
 
@@ -90,6 +92,42 @@ import Testing
         // Slow answers (queued somewhere) don't raise the round trip while a short one is remembered.
         for _ in 0..<400 { sizer.settled(holding: .seconds(2)) }
         #expect(sizer.endPeriod(elapsed: WindowSizer.period) == 3375)
+    }
+
+    /// Runs `periods` periods against a server that answers at most `serverRate` a second after
+    /// `latency`, the window always full: what is in flight beyond `serverRate × latency` waits in the
+    /// server's queue, so each answer takes `max(latency, size / serverRate)` (Little's law), the
+    /// waiting included, which the client cannot tell from distance. Returns the sizes.
+    static func simulateServerBound(_ sizer: inout WindowSizer, latency: Duration, serverRate: Double, periods: Int) -> [Int] {
+        var sizes: [Int] = []
+        for _ in 0..<periods {
+            let roundTrip = max(WindowSizer.seconds(latency), Double(sizer.size) / serverRate)
+            let settled = Int(min(Double(sizer.size) / roundTrip, serverRate) * WindowSizer.seconds(WindowSizer.period))
+            for _ in 0..<settled { sizer.settled(holding: .nanoseconds(Int64(roundTrip * 1e9))) }
+            _ = sizer.endPeriod(elapsed: WindowSizer.period)
+            sizes.append(sizer.size)
+        }
+        return sizes
+    }
+
+    @Test func aServerThatIsTheLimitDoesNotDriveTheWindowToTheCeiling() {
+        // A starved server (a CPU-bound sandbox, a throttling APNs): 7,000/s after 5 ms. 35 in flight
+        // are enough; the measured round trip grows with the window itself (the server's queue), and
+        // a window sized from it alone doubled every period up to the ceiling and stayed there.
+        var sizer = WindowSizer(floor: 1000, ceiling: 10_000)
+        let sizes = Self.simulateServerBound(&sizer, latency: .milliseconds(5), serverRate: 7000, periods: 400)
+        // Every 20 s the window goes to the floor until the queue it built has drained, and the
+        // round trip seen then (the floor's own queue: 1000 / 7000 s) sizes it: 2 × 7000 × 0.143 = 2000.
+        #expect(sizes.suffix(100).max()! <= 2000, "\(sizes.suffix(100))")
+        #expect(sizes.suffix(100).min()! >= 1000)
+    }
+
+    @Test func roundTripsThatStayShortAreNeverProbed() {
+        // Apple's 150 ms, push-send's CPU the limit: the round trip is confirmed every period, so the
+        // window never drops to the floor after it has grown.
+        var sizer = WindowSizer(floor: 256, ceiling: 10_000)
+        let sizes = Self.simulate(&sizer, roundTrip: .milliseconds(150), cpuRate: 30_000, periods: 300)
+        #expect(sizes.suffix(250).allSatisfy { $0 == 9000 }, "\(sizes)")
     }
 
     @Test func floorAndCeilingAreSane() {
