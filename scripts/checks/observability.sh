@@ -56,13 +56,11 @@ fi
 # install_prometheus: Debian's prometheus package (it ships promtool), as scripts/install-deps.sh
 # installs packages: lock timeout, update first, a retry once, and a policy-rc.d for the duration so
 # the package's own Prometheus server is not started (without systemd, init.d would start it).
+# shellcheck source=scripts/apt.sh
+. "$ROOT/scripts/apt.sh"
 install_prometheus() {
     local sudo=()
-    if ((EUID != 0)); then
-        command -v sudo >/dev/null || { echo "$PROG: promtool missing; run as root or install sudo" >&2; return 1; }
-        sudo=(sudo)
-    fi
-    command -v apt-get >/dev/null || { echo "$PROG: promtool missing and no apt-get" >&2; return 1; }
+    ((EUID == 0)) || sudo=(sudo)
     local policy=/usr/sbin/policy-rc.d added="" rc=0
     if [[ ! -e $policy ]]; then
         printf '#!/bin/sh\n# added by observability.sh for the duration of an install\nexit 101\n' |
@@ -70,13 +68,7 @@ install_prometheus() {
         "${sudo[@]}" chmod 755 "$policy"
         added=1
     fi
-    local apt=("${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -q -o DPkg::Lock::Timeout=600 -o Dpkg::Use-Pty=0)
-    echo "$PROG: installing prometheus (for promtool)"
-    if ! { "${apt[@]}" update && "${apt[@]}" install -y --no-install-recommends prometheus; }; then
-        echo "$PROG: apt-get failed; retrying once" >&2
-        sleep 5
-        { "${apt[@]}" update && "${apt[@]}" install -y --no-install-recommends prometheus; } || rc=$?
-    fi
+    apt_install prometheus || rc=$?
     [[ -n $added ]] && "${sudo[@]}" rm -f "$policy"
     # Belt and braces: a Prometheus server the install started anyway (its system user's processes).
     local pids

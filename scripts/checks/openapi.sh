@@ -69,22 +69,8 @@ check() { # check NAME OK [DETAIL]
 
 # --- prerequisites --------------------------------------------------------------------------
 
-# apt_install PACKAGE...: as scripts/install-deps.sh does it (lock timeout, update first, retry once).
-apt_install() {
-    local sudo=()
-    if ((EUID != 0)); then
-        command -v sudo >/dev/null || { echo "$PROG: $* missing; run as root or install sudo" >&2; return 1; }
-        sudo=(sudo)
-    fi
-    command -v apt-get >/dev/null || { echo "$PROG: $* missing and no apt-get" >&2; return 1; }
-    local apt=("${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -q -o DPkg::Lock::Timeout=600 -o Dpkg::Use-Pty=0)
-    echo "$PROG: installing $*"
-    if ! { "${apt[@]}" update && "${apt[@]}" install -y --no-install-recommends "$@"; }; then
-        echo "$PROG: apt-get failed; retrying once" >&2
-        sleep 5
-        "${apt[@]}" update && "${apt[@]}" install -y --no-install-recommends "$@"
-    fi
-}
+# shellcheck source=scripts/apt.sh
+. "$ROOT/scripts/apt.sh"
 
 INGEST="$BIN_DIR/push-ingest"
 [[ -x $INGEST ]] || { echo "$PROG: $INGEST is missing (swift build --product push-ingest first)" >&2; exit 3; }
