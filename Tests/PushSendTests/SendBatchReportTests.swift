@@ -71,9 +71,13 @@ import Testing
         let deferred = try Self.decode(SendBatch.self, deferral)
         #expect(deferred.tokens == [t[7]] && deferred.attempt == 0)
         #expect(deferral.properties.headers[SendBatchPlan.deferralsHeader]?.intValue == 1)
+        // Stamped with when each is due back in push.send (now + its tier), so message age is the wait there.
+        let stamp = UInt64(Self.now / 1000)
+        #expect(retry.properties.timestamp == stamp + 1 && deferral.properties.timestamp == stamp + 5)
 
         let dead = try #require(messages.first { $0.routingKey == Self.queues.deadRoutingKey })
         #expect(dead.exchange == Self.queues.exchange)
+        #expect(dead.properties.timestamp == stamp)
         #expect(try Self.decode(SendBatch.self, dead).tokens == [t[6]])
         #expect(dead.properties.headers[PushQueues.errorHeader]?.stringValue == "PayloadTooLarge: APNs refused the notification: 413 PayloadTooLarge")
 
