@@ -19,6 +19,7 @@ let package = Package(
         .executable(name: "push-send", targets: ["push-send"]),
         .executable(name: "push-feedback", targets: ["push-feedback"]),
         .executable(name: "apns-sandbox", targets: ["apns-sandbox"]),
+        .executable(name: "push-console", targets: ["push-console"]),
         .executable(name: "pushctl", targets: ["pushctl"]),
         .executable(name: "foundation-bench", targets: ["foundation-bench"]),
         .executable(name: "feedback-bench", targets: ["feedback-bench"]),
@@ -37,6 +38,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
+        .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.1"),
     ],
     targets: [
         // MARK: C libraries (system-library targets; shims for variadic functions and macros)
@@ -208,6 +210,27 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // push-console: the operators' web console (reports, compose, dead letters, status, tokens).
+        .target(
+            name: "PushConsole",
+            dependencies: [
+                "AMQP",
+                "Redis",
+                "PushCore",
+                "PushServiceKit",
+                "TokenRegistry",
+                "PushSend",
+                "PushRender",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Mustache", package: "swift-mustache"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+
         // MARK: Pure core: the domain, no I/O
         .target(
             name: "PushCore",
@@ -241,9 +264,11 @@ let package = Package(
         .executableTarget(name: "push-send", dependencies: serviceDependencies + ["PushSend"], swiftSettings: swiftSettings),
         .executableTarget(
             name: "push-feedback", dependencies: serviceDependencies + ["PushFeedback", "TokenRegistry"], swiftSettings: swiftSettings),
+        .executableTarget(name: "push-console", dependencies: serviceDependencies + ["PushConsole", "PushRender"], swiftSettings: swiftSettings),
         .executableTarget(name: "apns-sandbox", dependencies: serviceDependencies + ["APNsSandbox"], swiftSettings: swiftSettings),
         .executableTarget(
-            name: "pushctl", dependencies: serviceDependencies + ["APNs", "TokenRegistry", "PushFeedback", "PushSend"], swiftSettings: swiftSettings),
+            name: "pushctl", dependencies: serviceDependencies + ["APNs", "TokenRegistry", "PushFeedback", "PushSend", "PushConsole"],
+            swiftSettings: swiftSettings),
 
         // MARK: Benchmarks: executables that print figures (not timed tests), each beside its script
         // in Benchmarks/<area>/ (`make bench-<area>`)
@@ -281,6 +306,14 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "PushCoreTests", dependencies: ["PushCore", "TestSupport"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "PushConsoleTests",
+            dependencies: [
+                "PushConsole", "PushCore", "PushServiceKit", "PushRender", "PushSend", "PushFeedback", "TokenRegistry", "AMQP", "Redis",
+                "TestSupport", .product(name: "Hummingbird", package: "hummingbird"), .product(name: "HummingbirdTesting", package: "hummingbird"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(name: "IOSupportTests", dependencies: ["IOSupport", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "HTTP2TransportTests", dependencies: ["HTTP2Transport"], swiftSettings: swiftSettings),
         .testTarget(

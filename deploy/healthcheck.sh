@@ -4,6 +4,8 @@
 #
 #   push-ingest/-render/-send/-feedback: PUSH_ADMIN_PORT, else PUSH_HTTP_PORT, else the service's
 #     default (8080, 9101, 9102, 9103); the environment only (not PUSH_CONFIG_FILE);
+#   push-console: PUSH_HTTP_PORT, else 8090 (no admin port: /healthz, /readyz and /metrics are
+#     served on the console's own port);
 #   apns-sandbox: its --admin-port (default 2198);
 #   anything else (pushctl, a one-shot shell): healthy, there is nothing to ask.
 # /healthz answers whether the process runs (liveness); readiness is /readyz, for the orchestrator.
@@ -16,6 +18,7 @@ case $program in
     push-render) port=${PUSH_ADMIN_PORT:-${PUSH_HTTP_PORT:-9101}} ;;
     push-send) port=${PUSH_ADMIN_PORT:-${PUSH_HTTP_PORT:-9102}} ;;
     push-feedback) port=${PUSH_ADMIN_PORT:-${PUSH_HTTP_PORT:-9103}} ;;
+    push-console) port=${PUSH_HTTP_PORT:-8090} ;;
     apns-sandbox)
         port=$(tr '\0' '\n' <"$cmdline" | sed -n -e '/^--admin-port$/{n;p;q;}' -e 's/^--admin-port=//p')
         port=${port:-2198}

@@ -49,7 +49,7 @@ fi
 # The smoke uses the debug executables; swift test builds them, but after a failed build (or a
 # filtered run) some may be missing: build what is missing.
 BIN_DIR="$(swift build --show-bin-path)"
-for product in apns-sandbox push-ingest push-render push-send push-feedback; do
+for product in apns-sandbox push-ingest push-render push-send push-feedback push-console pushctl; do
     if [[ ! -x $BIN_DIR/$product ]]; then
         swift build --product "$product" || true
     fi

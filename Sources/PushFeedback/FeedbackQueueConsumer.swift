@@ -43,6 +43,8 @@ public struct FeedbackQueueConsumer: Service {
     private let logger: Logger
     private let now: @Sendable () -> Int64
     private let crashGuard: CrashGuard?
+    /// Where removals are counted in their request's report (nil: not counted).
+    private let reports: RequestReports?
 
     /// - Parameters:
     ///   - apps: the configured apps; events for other apps are dead-lettered. `nil` accepts any app.
@@ -56,10 +58,12 @@ public struct FeedbackQueueConsumer: Service {
         configuration: FeedbackConfiguration,
         metrics: FeedbackMetrics,
         crashGuard: CrashGuard? = nil,
+        reports: RequestReports? = nil,
         logger: Logger,
         now: @escaping @Sendable () -> Int64 = FeedbackClock.milliseconds
     ) {
         self.amqp = amqp
+        self.reports = reports
         self.crashGuard = crashGuard
         self.remover = TokenRemover(registry: registry, amqp: amqp, queues: queues, noteLifetime: configuration.removalNoteLifetime, metrics: metrics)
         self.apps = apps
@@ -140,6 +144,7 @@ public struct FeedbackQueueConsumer: Service {
                 let steps = try await remover.remove(reports, now: now) { [deliveries, owners] report in
                     Self.mayHaveBeenApplied(deliveries[owners[report]])
                 }
+                await countRemovals(reports, steps: steps, deliveries: deliveries, owners: owners)
                 for (position, step) in steps.enumerated() {
                     let index = owners[position]
                     let report = reports[position]
@@ -167,6 +172,31 @@ public struct FeedbackQueueConsumer: Service {
             }
         }
         return work
+    }
+
+    /// Counts each removal in the report of the request that found the token invalid: a token removed
+    /// now, or found removed on a redelivery (an earlier try removed it and may have stopped before
+    /// counting it). One field per token, so counting twice is harmless. A failed write is logged.
+    private func countRemovals(_ reports: [InvalidTokenReport], steps: [TokenRemover.Step], deliveries: [AMQPDelivery], owners: [Int]) async {
+        guard let requestReports = self.reports else { return }
+        var removals: [(app: String, requestID: String, token: String)] = []
+        for (position, step) in steps.enumerated() where position < reports.count {
+            guard let requestID = reports[position].requestID else { continue }
+            switch step.outcome {
+            case .success(.removed):
+                break
+            case .success(.notFound(_?)) where Self.mayHaveBeenApplied(deliveries[owners[position]]):
+                break
+            default:
+                continue
+            }
+            removals.append((reports[position].app, requestID, reports[position].token.hex))
+        }
+        do {
+            try await requestReports.recordRemoved(removals)
+        } catch {
+            logger.warning("could not count removed tokens in their requests' reports", metadata: ["push.error": "\(error)"])
+        }
     }
 
     /// Whether an earlier try may have applied this delivery: the broker redelivered it, or it came back

@@ -16,7 +16,8 @@ public func buildPushFeedback(
         layouts: RegistryLayouts(redis: dependencies.redis, keyPrefix: dependencies.keyPrefix, defaultShards: dependencies.registryShards))
     let consumer = FeedbackQueueConsumer(
         amqp: dependencies.amqp, registry: registry, apps: apps, queues: dependencies.queues, configuration: configuration, metrics: metrics,
-        crashGuard: dependencies.crashGuard(for: dependencies.queues.feedback), logger: dependencies.logger, now: dependencies.now
+        crashGuard: dependencies.crashGuard(for: dependencies.queues.feedback), reports: dependencies.reports, logger: dependencies.logger,
+        now: dependencies.now
     )
     let sweeper = StaleTokenSweeper(
         remover: TokenRemover(

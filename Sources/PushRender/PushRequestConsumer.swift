@@ -120,6 +120,7 @@ public struct PushRequestConsumer: Service {
         } catch {
             logger.notice("invalid push request", metadata: ["push.error": "\(error.message)"])
             metrics.request("invalid")
+            await noteDead(body: delivery.body, reason: error.message)
             await settler.settle(delivery, .deadLetter(reason: error.message), amqp: amqp, logger: logger)
             return
         }
@@ -140,6 +141,22 @@ public struct PushRequestConsumer: Service {
         requestLocks.unlock(lockKey)
     }
 
+    /// Marks an invalid request's report `dead` with its reason, when the body names a configured app
+    /// and a usable id (a report under an app nobody configured would only be litter). A failed write
+    /// is logged; the dead letter itself carries the reason either way.
+    private func noteDead(body: [UInt8], reason: String) async {
+        guard let object = try? JSONValue.parse(body), let id = object["id"]?.stringValue, !id.isEmpty, id.count <= PushRequest.maximumIDLength,
+            !id.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }),
+            let bundleID = object["app"]?.stringValue, let app = apps.app(bundleID: bundleID)
+        else { return }
+        let reports = RequestReports(redis: redis, keyPrefix: configuration.keyPrefix, ttl: configuration.progressTTL)
+        do {
+            try await reports.recordDead(app: app.bundleID, requestID: id, reason: reason, now: now())
+        } catch {
+            logger.warning("could not mark the request dead in its report", metadata: ["push.error": "\(error)"])
+        }
+    }
+
     /// Renders and publishes what is left of `request`; what to do with its delivery.
     private func render(
         _ delivery: AMQPDelivery, request: PushRequest, renderer: NotificationRenderer, started: ContinuousClock.Instant, logger: Logger
@@ -149,7 +166,7 @@ public struct PushRequestConsumer: Service {
         let claim: RenderProgressStore.Claim
         do {
             claim = try await dependencies.store.claim(
-                app: request.app.bundleID, requestID: request.id, owner: owner, instancePrefix: owners.prefix)
+                app: request.app.bundleID, requestID: request.id, owner: owner, instancePrefix: owners.prefix, now: now())
         } catch {
             return .retry(reason: "Redis unavailable: \(error.message)")
         }

@@ -1,4 +1,5 @@
 import PushCore
+import PushServiceKit
 public import Redis
 
 /// Where push-render remembers requests in Redis: which ids are done (idempotency) and how far an
@@ -7,7 +8,7 @@ public import Redis
 ///
 /// | key | type | holds |
 /// |---|---|---|
-/// | `{prefix}:{<app>}:render:<request id>` | hash | `state` (`running`/`done`), `position` (the scan position after the last confirmed round, with the `run_id` of the server each shard's cursor belongs to: ``TargetPosition``), `sequence` (batches published so far), `tokens`, `skipped`, `updated_at` (ms) |
+/// | `{prefix}:{<app>}:render:<request id>` | hash | `started_at` (ms, the first claim), `state` (`running`/`done`), `position` (the scan position after the last confirmed round, with the `run_id` of the server each shard's cursor belongs to: ``TargetPosition``), `sequence` (batches published so far), `tokens`, `skipped`, `updated_at` (ms) |
 /// | `{prefix}:{<app>}:render:<request id>:lease` | string | the owning instance's id, with a TTL (``RenderConfiguration/leaseDuration``) |
 /// | `{prefix}:{<app>}:render:<request id>:rendered` | string | 8 bytes (little-endian) for each token rendered so far, its ``TokenDeduplicator`` fingerprint; read only to resume after a Redis restart; deleted when the request is done |
 /// | `{prefix}:{<app>}:render:<request id>:round` | string | the ``RoundPlan`` of the round being published: each token's mark set and slot, written before the round's batches are published, read when the request is resumed; deleted when the request is done |
@@ -28,7 +29,9 @@ public struct RenderProgressStore: Sendable {
         self.leaseDuration = leaseDuration
     }
 
-    public func progressKey(app: String, requestID: String) -> String { "\(keyPrefix):{\(app)}:render:\(requestID)" }
+    public func progressKey(app: String, requestID: String) -> String {
+        RequestReports.progressKey(prefix: keyPrefix, app: app, requestID: requestID)
+    }
     public func leaseKey(app: String, requestID: String) -> String { progressKey(app: app, requestID: requestID) + ":lease" }
     public func renderedKey(app: String, requestID: String) -> String { progressKey(app: app, requestID: requestID) + ":rendered" }
     public func roundPlanKey(app: String, requestID: String) -> String { progressKey(app: app, requestID: requestID) + ":round" }
@@ -110,11 +113,22 @@ public struct RenderProgressStore: Sendable {
     /// A lease held under `instancePrefix` (an earlier delivery to this same process, which let go of
     /// the request but could not release the lease, e.g. while Redis was down) counts as ours: the
     /// caller makes sure no other copy runs here (``PushServiceKit/KeyedLocks``).
-    public func claim(app: String, requestID: String, owner: String, instancePrefix: String? = nil) async throws(RedisError) -> Claim {
+    ///
+    /// A request claimed for the first time gets `started_at` (`now`, ms) in its progress record and a
+    /// place in the app's recent requests (``PushServiceKit/RequestReports``).
+    public func claim(
+        app: String, requestID: String, owner: String, instancePrefix: String? = nil, now: Int64 = 0
+    ) async throws(RedisError) -> Claim {
         let reply = try await redis.evalScript(
             Self.claimScript,
-            keys: [progressKey(app: app, requestID: requestID), leaseKey(app: app, requestID: requestID)],
-            args: [owner, String(Self.milliseconds(leaseDuration)), instancePrefix ?? owner]
+            keys: [
+                progressKey(app: app, requestID: requestID), leaseKey(app: app, requestID: requestID),
+                RequestReports.recentKey(prefix: keyPrefix, app: app),
+            ],
+            args: [
+                owner, String(Self.milliseconds(leaseDuration)), instancePrefix ?? owner, String(now),
+                String(Swift.max(1, Self.milliseconds(progressTTL) / 1000)), requestID, String(RequestReports.recentLimit),
+            ]
         )
         guard let elements = reply.array, let kind = elements.first?.string else {
             throw RedisError(.protocolError, "unexpected reply to the render claim script: \(reply)")
@@ -168,14 +182,21 @@ public struct RenderProgressStore: Sendable {
         return max(1, seconds * 1000 + attoseconds / 1_000_000_000_000_000)
     }
 
-    /// `KEYS[1]` progress hash, `KEYS[2]` lease; `ARGV[1]` owner, `ARGV[2]` lease ms, `ARGV[3]` a
-    /// prefix of owners that count as this owner.
+    /// `KEYS[1]` progress hash, `KEYS[2]` lease, `KEYS[3]` the app's recent requests; `ARGV[1]` owner,
+    /// `ARGV[2]` lease ms, `ARGV[3]` a prefix of owners that count as this owner, `ARGV[4]` now (ms),
+    /// `ARGV[5]` the progress TTL s, `ARGV[6]` the request id, `ARGV[7]` how many ids the recent list keeps.
     static let claimScript = RedisScript(
         """
         if redis.call('HGET', KEYS[1], 'state') == 'done' then return {'done'} end
         local holder = redis.call('GET', KEYS[2])
         if holder and holder ~= ARGV[1] and string.sub(holder, 1, #ARGV[3]) ~= ARGV[3] then return {'busy'} end
         redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
+        if redis.call('HSETNX', KEYS[1], 'started_at', ARGV[4]) == 1 then
+          redis.call('EXPIRE', KEYS[1], ARGV[5])
+          redis.call('ZADD', KEYS[3], 'NX', ARGV[4], ARGV[6])
+          redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -tonumber(ARGV[7]) - 1)
+          redis.call('EXPIRE', KEYS[3], ARGV[5])
+        end
         return {'claimed', redis.call('HGETALL', KEYS[1])}
         """
     )

@@ -95,6 +95,9 @@ public struct DeliveryMarks: Sendable, Equatable {
 
     public var isEmpty: Bool { !bits.contains { $0 != 0 } }
 
+    /// How many slots APNs accepted: the set bits at even offsets (`0b1010_1010` of every byte).
+    public var acceptedCount: Int { bits.reduce(0) { $0 + ($1 & 0xAA).nonzeroBitCount } }
+
     private func bit(_ offset: Int) -> Bool {
         let byte = offset / 8
         guard offset >= 0, byte < bits.count else { return false }

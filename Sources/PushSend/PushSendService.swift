@@ -44,6 +44,8 @@ public struct PushSendService: Sendable {
             pauses: pauses,
             queues: queues,
             configuration: send,
+            reports: RequestReports(redis: redis, keyPrefix: keyPrefix, ttl: configuration.reportTTL),
+            pauseNotes: AppPauseNotes(redis: redis, keyPrefix: keyPrefix),
             logger: logger
         )
         consumer = SendBatchConsumer(

@@ -35,6 +35,10 @@ public struct SendBatchProcessor: Sendable {
     let policy: RetryPolicy
     let configuration: SendConfiguration
     let metrics: SendMetrics
+    /// Where settled batches are counted for the request reports (nil: not counted).
+    let reports: RequestReports?
+    /// Where credential pauses are noted for operators (nil: not noted).
+    let pauseNotes: AppPauseNotes?
     let settler: DeliverySettler
     let logger: Logger
     let now: @Sendable () -> Int64
@@ -55,6 +59,8 @@ public struct SendBatchProcessor: Sendable {
         pauses: AppPauses,
         queues: PushQueues,
         configuration: SendConfiguration,
+        reports: RequestReports? = nil,
+        pauseNotes: AppPauseNotes? = nil,
         logger: Logger,
         now: @escaping @Sendable () -> Int64 = { Int64((Date().timeIntervalSince1970 * 1000).rounded()) }
     ) {
@@ -71,6 +77,8 @@ public struct SendBatchProcessor: Sendable {
         self.policy = RetryPolicy(tiers: queues.send.retryTiers, maxAttempts: configuration.maxAttempts, maxDeferrals: configuration.maxDeferrals)
         self.configuration = configuration
         self.metrics = clients.metrics
+        self.reports = reports
+        self.pauseNotes = pauseNotes
         // Send batches never ask for a retry of the whole batch: their tokens' retries are batches of
         // their own (SendBatchPlan).
         self.settler = DeliverySettler(queue: queues.send, queues: queues, subject: "send batch", gaveUp: "not sent")
@@ -161,6 +169,7 @@ public struct SendBatchProcessor: Sendable {
         if app.delivery.guarantee == .atMostOnce {
             await releaseClaims(of: plan, app: app.bundleID, logger: logger)
         }
+        await countInReport(plan, app: app.bundleID, markKey: markKey, logger: logger)
         return (.ackAfterPublishing(plan.messages(queues: queues)), (plan, settlement))
     }
 
@@ -179,6 +188,26 @@ public struct SendBatchProcessor: Sendable {
                 "push.retried": "\(plan.retried.values.reduce(0, +))", "push.deferred": "\(plan.deferred.values.reduce(0, +))",
             ]
         )
+    }
+
+    /// Counts the batch in its request's report before the batch is acked (so a crash before the ack
+    /// makes the redelivered copy count it again, replacing this count). The delivered count is read
+    /// from the marks after this copy's marks are written, so it includes what any other copy of the
+    /// mark set delivered. A failed write is logged: reports never hold up delivery.
+    private func countInReport(_ plan: SendBatchPlan, app: String, markKey: String, logger: Logger) async {
+        guard let reports else { return }
+        let batch = plan.batch
+        do {
+            let accepted = try await ledger.marks(key: markKey).acceptedCount
+            let tally = BatchTally(
+                failed: plan.failures.mapValues(\.count), retried: plan.retried.values.reduce(0, +), deferred: plan.deferred.values.reduce(0, +))
+            let settled = RequestReports.SettledBatch(
+                requestID: batch.requestID, markSet: batch.effectiveMarkSet, accepted: accepted,
+                batchKey: "\(batch.batchID)#\(SendBatch.fingerprint(batch.tokens))", tally: tally, deliveredAny: plan.delivered > 0)
+            try await reports.recordSettled(app: app, batches: [settled], now: plan.now)
+        } catch {
+            logger.warning("could not count the batch in its request's report", metadata: ["push.error": "\(error)"])
+        }
     }
 
     // MARK: Sending
@@ -410,6 +439,10 @@ public struct SendBatchProcessor: Sendable {
     func pauseApp(_ app: String, reason: String, logger: Logger) {
         metrics.credentialFailure(app: app)
         metrics.setPaused(app: app, true)
+        if let pauseNotes {
+            let duration = configuration.credentialPause
+            Task { try? await pauseNotes.write(app: app, reason: reason, duration: duration) }
+        }
         if pauses.pause(app, for: configuration.credentialPause, now: now()) {
             logger.critical(
                 "APNs refused the app's credentials: its sending is paused, its batches wait in the retry tiers. Fix the key or certificate in the apps file.",

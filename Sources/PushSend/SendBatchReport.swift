@@ -72,7 +72,8 @@ public struct SendBatchReport: Sendable {
             case .alreadyDelivered:
                 plan.alreadyDelivered += 1
             case .invalidToken(let reason, let since):
-                plan.feedback.append(FeedbackEvent(app: batch.app, token: token, reason: reason, timestamp: since, reportedAt: now))
+                plan.feedback.append(
+                    FeedbackEvent(app: batch.app, token: token, reason: reason, timestamp: since, reportedAt: now, requestID: batch.requestID))
                 fail(token, reason)
             case .retry(let reason):
                 switch policy.afterRetryableFailure(attempt: batch.attempt, expiration: batch.expiration, now: now) {

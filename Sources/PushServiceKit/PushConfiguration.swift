@@ -25,6 +25,7 @@ import Redis
 /// | `PUSH_LOG_LEVEL` | ``logLevel`` | `info` | trace, debug, info, notice, warning, error, critical |
 /// | `PUSH_LOG_FORMAT` | ``logFormat`` | `text` | text, json |
 /// | `PUSH_SHUTDOWN_TIMEOUT_S` | ``shutdownTimeout`` | `30` | seconds (> 0) SIGTERM may take before in-flight work is cancelled |
+/// | `PUSH_REPORT_TTL_S` | ``reportTTL`` | `604800` | seconds (> 0) a request's delivery report is kept after its last change |
 /// | `PUSH_CONFIG_FILE` | (``PushConfigurationReader/configFile``) | none | a JSON file of the keys above |
 ///
 /// A bad value throws a ``ConfigurationError`` naming the key, e.g.
@@ -65,6 +66,8 @@ public struct PushConfiguration: Sendable, Hashable {
     public var logFormat: LogFormat
     /// How long graceful shutdown (draining in-flight work) may take before the work is cancelled.
     public var shutdownTimeout: Duration
+    /// How long a request's delivery report is kept after its last change (``RequestReports``).
+    public var reportTTL: Duration = RequestReports.defaultTTL
 
     /// The defaults, with the service's own port: `PushConfiguration(httpPort: DefaultHTTPPort.send)`.
     public init(
@@ -266,6 +269,7 @@ extension PushConfiguration {
                 LogFormat(rawValue: text.lowercased())
             },
             .seconds("PUSH_SHUTDOWN_TIMEOUT_S", \.shutdownTimeout, "seconds SIGTERM may take to drain in-flight work"),
+            .seconds("PUSH_REPORT_TTL_S", \.reportTTL, "seconds a request's delivery report is kept after its last change"),
         ]
     )
 

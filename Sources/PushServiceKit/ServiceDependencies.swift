@@ -17,6 +17,8 @@ public struct ServiceDependencies: Sendable {
     public var keyPrefix: String
     /// The virtual shards of an app's new registry (`PUSH_REGISTRY_SHARDS`).
     public var registryShards: Int = 24
+    /// How long request reports are kept (`PUSH_REPORT_TTL_S`).
+    public var reportTTL: Duration = RequestReports.defaultTTL
     public var logger: Logger
     /// Milliseconds since 1970; tests move it.
     public var now: @Sendable () -> Int64
@@ -37,7 +39,11 @@ public struct ServiceDependencies: Sendable {
     public init(_ runtime: PushServiceRuntime) {
         self.init(amqp: runtime.amqp, redis: runtime.redis, queues: runtime.queues, logger: runtime.logger)
         self.registryShards = runtime.configuration.registryShards
+        self.reportTTL = runtime.configuration.reportTTL
     }
+
+    /// The request reports, under this service's key prefix.
+    public var reports: RequestReports { RequestReports(redis: redis, keyPrefix: keyPrefix, ttl: reportTTL) }
 
     /// The crash guard of a consumer of `queue` (``CrashGuard``), naming the service by the logger's
     /// label; dead letters go to `queues` (default: ``queues``).

@@ -14,37 +14,11 @@ extension PushctlCommand {
         )
 
         /// The queue a dead letter came from: RabbitMQ's `x-death` (the first entry's queue), if any.
-        static func sourceQueue(_ delivery: AMQPDelivery) -> String? {
-            guard case .array(let deaths)? = delivery.properties.headers["x-death"],
-                case .table(let first)? = deaths.first
-            else { return nil }
-            return first["queue"]?.stringValue
-        }
-
-        /// How long to wait for the next message before deciding the queue is drained.
-        static let idleWait: Duration = .seconds(2)
+        static func sourceQueue(_ delivery: AMQPDelivery) -> String? { DeadLetter.sourceQueue(delivery.properties.headers) }
 
         /// Up to `limit` deliveries from `push.dead`, unsettled.
         static func take(_ amqp: AMQPConnection, queues: PushQueues, limit: Int) async throws -> [AMQPDelivery] {
-            let consumer = amqp.consume(queue: queues.dead, prefetch: UInt16(min(limit, 1000)))
-            var taken: [AMQPDelivery] = []
-            let collector = Task {
-                var taken: [AMQPDelivery] = []
-                for try await delivery in consumer {
-                    taken.append(delivery)
-                    if taken.count >= limit { break }
-                }
-                return taken
-            }
-            // The consumer ends when the limit is reached or nothing more arrives for a while.
-            let stopper = Task {
-                try? await Task.sleep(for: idleWait + .milliseconds(limit))
-                consumer.cancel()
-            }
-            taken = try await collector.value
-            stopper.cancel()
-            consumer.cancel()
-            return taken
+            try await DeadLetterQueue(amqp: amqp, queues: queues).take(limit: limit, idleWait: .seconds(2))
         }
 
         struct List: AsyncParsableCommand {
@@ -107,18 +81,8 @@ extension PushctlCommand {
                         skipped += 1
                         continue
                     }
-                    var properties = delivery.properties
-                    properties.headers["x-death"] = nil
-                    properties.headers["x-first-death-exchange"] = nil
-                    properties.headers["x-first-death-queue"] = nil
-                    properties.headers["x-first-death-reason"] = nil
-                    properties.headers["x-last-death-exchange"] = nil
-                    properties.headers["x-last-death-queue"] = nil
-                    properties.headers["x-last-death-reason"] = nil
-                    properties.headers[PushQueues.errorHeader] = nil
-                    properties.persistent = true
                     // Due now: the queue's message age should not count the time it lay in push.dead.
-                    properties.timestamp = UInt64(Date().timeIntervalSince1970)
+                    let properties = DeadLetter.replayProperties(delivery.properties, now: UInt64(Date().timeIntervalSince1970))
                     do {
                         try await amqp.publish(AMQPOutboundMessage(exchange: "", routingKey: target, body: delivery.body, properties: properties))
                         delivery.ack()

@@ -2,6 +2,8 @@ import AMQP
 import ArgumentParser
 import Foundation
 import PushCore
+import PushServiceKit
+import Redis
 
 extension PushctlCommand {
     /// `pushctl publish`: puts a push request (or a registration) on the broker exactly as other
@@ -35,6 +37,9 @@ extension PushctlCommand {
                 throw ValidationError("'\(file)' is not a JSON object")
             }
             let queues = connection.queues
+            if !registration, let id = object["id"] as? String, let app = object["app"] as? String {
+                await Self.noteQueued(app: app, id: id, connection: connection)
+            }
             let routingKey = registration ? queues.registrations.routingKey : queues.requests.routingKey
             let amqp = try await connection.amqp()
             do {
@@ -52,6 +57,25 @@ extension PushctlCommand {
             await amqp.close()
             let label = (object["id"] as? String).map { " '\($0)'" } ?? ""
             print("published\(label) to exchange \(queues.exchange), routing key \(routingKey) (confirmed)")
+        }
+
+        /// Marks the request `queued` in its delivery report (`pushctl request`); a Redis that cannot be
+        /// reached only costs the `queued` state, so it is a warning.
+        static func noteQueued(app: String, id: String, connection: ConnectionOptions) async {
+            guard !id.isEmpty, id.count <= PushRequest.maximumIDLength, !app.isEmpty, app.count <= 255 else { return }
+            do {
+                let redis = try await connection.redis()
+                var failure: RedisError?
+                do {
+                    try await RequestReports(redis: redis).recordQueued(app: app, requestID: id, now: Int64(Date().timeIntervalSince1970 * 1000))
+                } catch {
+                    failure = error
+                }
+                await redis.close()
+                if let failure { throw failure }
+            } catch {
+                FileHandle.standardError.write(Data("pushctl publish: warning: could not mark the request queued in its report (\(error))\n".utf8))
+            }
         }
     }
 }

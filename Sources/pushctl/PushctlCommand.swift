@@ -13,7 +13,9 @@ struct PushctlCommand: AsyncParsableCommand {
         abstract: "Operator CLI for the push provider.",
         discussion: PushConfiguration.environmentHelp,
         subcommands: [
-            Queues.self, Publish.self, Token.self, Registry.self, Dead.self, Send.self, Bench.self, Feedback.self, Channel.self, Apps.self,
+            Queues.self, Publish.self, Request.self, Token.self, Registry.self, Dead.self, Send.self, Bench.self, Feedback.self, Channel.self,
+            Apps.self,
+            Console.self,
         ]
     )
 }

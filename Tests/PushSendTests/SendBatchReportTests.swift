@@ -54,9 +54,13 @@ import Testing
         #expect(plan.deferred == ["RateLimited": 1])
         #expect(
             plan.feedback == [
-                FeedbackEvent(app: "com.example.app", token: t[2], reason: "Unregistered", timestamp: 1_767_000_000_000, reportedAt: Self.now),
-                FeedbackEvent(app: "com.example.app", token: t[3], reason: "BadDeviceToken", timestamp: nil, reportedAt: Self.now),
-            ])
+                FeedbackEvent(
+                    app: "com.example.app", token: t[2], reason: "Unregistered", timestamp: 1_767_000_000_000, reportedAt: Self.now,
+                    requestID: plan.batch.requestID),
+                FeedbackEvent(
+                    app: "com.example.app", token: t[3], reason: "BadDeviceToken", timestamp: nil, reportedAt: Self.now,
+                    requestID: plan.batch.requestID),
+            ], "with the request, whose report counts the removal")
         #expect(plan.credentialProblem == nil && !plan.isUnfinished)
 
         let messages = plan.messages(queues: Self.queues)

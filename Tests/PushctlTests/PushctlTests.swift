@@ -81,6 +81,25 @@ struct PushctlTests {
         }
     }
 
+    @Test func requestPrintsTheDeliveryReportOfAPublishedRequest() async throws {
+        let app = TestServers.uniqueName("com.example.report")
+        let redis = try await RedisClient.connect(configuration: try RedisConfiguration(url: TestServers.redisURL), logger: Self.logger)
+        try await withTopology { _, queues in
+            let request = #"{"id":"report-1","app":"\#(app)","to":{"all":true},"payload":{"aps":{"alert":"Hi"}}}"#
+            #expect(try await pushctl(["publish", "--queue-prefix", queues.prefix, "-"], stdin: request).status == 0)
+            let shown = try await pushctl(["request", "report-1", "--app", app, "--json"])
+            #expect(shown.status == 0, "\(shown.output)")
+            let report = try #require(try JSONSerialization.jsonObject(with: Data(shown.output.utf8)) as? [String: Any])
+            #expect(report["state"] as? String == "queued" && report["id"] as? String == "report-1" && report["delivered"] as? Int == 0)
+            let text = try await pushctl(["request", "report-1", "--app", app])
+            #expect(text.output.contains("state:      queued"))
+            let unknown = try await pushctl(["request", "nobody-sent-this", "--app", app])
+            #expect(unknown.status == 1 && unknown.output.contains("no report of 'nobody-sent-this'"))
+        }
+        _ = try? await redis.deleteKeys(matching: "push:{\(app)}:*")
+        await redis.close()
+    }
+
     @Test func tokenShowAndDeleteWorkOnTheRegistry() async throws {
         let redis = try await RedisClient.connect(configuration: try RedisConfiguration(url: TestServers.redisURL), logger: Self.logger)
         let app = TestServers.uniqueName("com.example.pushctl")

@@ -14,7 +14,7 @@
 2. deploy/kubernetes/cluster/: the kustomization's resources exist and parse; a RabbitmqCluster of 3;
    a Redis StatefulSet of 6 in cluster mode announcing its pods' names, behind a headless Service of
    that name, and a Job that creates the cluster from those six pods; the patch gives every push
-   Deployment PUSH_AMQP_QUORUM_SIZE=3 and matches all four.
+   Deployment PUSH_AMQP_QUORUM_SIZE=3 and matches all five (push-console included).
 
 Prints one line per check and `cluster-deploy: N passed, N failed`; exits 1 when a check failed.
 """
@@ -36,7 +36,8 @@ CLUSTER_FILE = ROOT / "docker-compose.cluster.yml"
 KUBE = ROOT / "deploy" / "kubernetes" / "cluster"
 RABBIT_NODES = ["rabbitmq", "rabbitmq-1", "rabbitmq-2"]
 REDIS_NODES = ["redis", "redis-1", "redis-2", "redis-3", "redis-4", "redis-5"]
-PUSH_SERVICES = ["push-ingest", "push-render", "push-send", "push-feedback"]
+# push-console (--profile console in compose) talks to both clusters like the others.
+PUSH_SERVICES = ["push-ingest", "push-render", "push-send", "push-feedback", "push-console"]
 
 
 class Report(compose.Report):
@@ -188,7 +189,7 @@ def check_kubernetes(report):
     patch = "\n".join(p.get("patch", "") for p in kustomization.get("patches", []))
     report.check(
         sorted(d["metadata"]["name"] for d in deployments) == sorted(PUSH_SERVICES) and "PUSH_AMQP_QUORUM_SIZE" in patch and '"3"' in patch,
-        "the patch gives the four push Deployments PUSH_AMQP_QUORUM_SIZE=3", f"{[d['metadata']['name'] for d in deployments]}")
+        f"the patch gives the {len(PUSH_SERVICES)} push Deployments ({', '.join(PUSH_SERVICES)}) PUSH_AMQP_QUORUM_SIZE=3", f"{[d['metadata']['name'] for d in deployments]}")
 
 
 def main():

@@ -40,6 +40,11 @@ SERVERS = ("rabbitmq", "redis")
 RABBITMQADMIN_GLOB = "/usr/lib/rabbitmq/lib/rabbitmq_server-*/plugins/rabbitmq_management-*/priv/www/cli/rabbitmqadmin"
 START_TIMEOUT_S = 20
 STOP_TIMEOUT_S = 25
+# push-console: one port for its pages, its API and /healthz, /readyz, /metrics (no PUSH_ADMIN_PORT);
+# its operators file is made by ops (README.md), never committed, and bind-mounted read-only.
+CONSOLE = "push-console"
+CONSOLE_PORT = "8090"
+OPERATORS_FILE = ROOT / "config" / "console-operators.json"
 
 
 class Failed(Exception):
@@ -396,9 +401,15 @@ def static_checks(report, raw, env, dockerfile):
         why,
     )
 
-    bad = [n for n in amqp_users if not service_env(services[n]).get("PUSH_ADMIN_PORT")
-           or service_env(services[n]).get("PUSH_ADMIN_PORT") == service_env(services[n]).get("PUSH_HTTP_PORT")]
-    report.check(not bad, "every service sets PUSH_ADMIN_PORT apart from PUSH_HTTP_PORT", f"not: {bad}")
+    bad = [n for n in amqp_users if n != CONSOLE and (not service_env(services[n]).get("PUSH_ADMIN_PORT")
+           or service_env(services[n]).get("PUSH_ADMIN_PORT") == service_env(services[n]).get("PUSH_HTTP_PORT"))]
+    report.check(not bad, f"every service but {CONSOLE} sets PUSH_ADMIN_PORT apart from PUSH_HTTP_PORT", f"not: {bad}")
+
+    published = {n: [str(p) for p in s.get("ports") or []] for n, s in services.items() if s.get("ports")}
+    bad = [f"{n}: {p}" for n, ports in published.items() for p in ports if not p.startswith("127.0.0.1:")]
+    report.check(published and not bad, "every published port is on the host's loopback only (" + ", ".join(
+        f"{n} {' '.join(p)}" for n, p in published.items()) + ")", "; ".join(bad))
+    console_checks(report, raw, services)
 
     bad = []
     for name, svc in services.items():
@@ -412,6 +423,48 @@ def static_checks(report, raw, env, dockerfile):
                 bad.append(f"{name} writes to {target}, which the image does not give to {user}")
     report.check(not bad, "deploy/Dockerfile gives the volumes its user writes to (their mount points) to that user", "; ".join(bad))
     return doc
+
+
+def console_checks(report, raw, services):
+    """push-console: its port on loopback, no admin port, the operators file bind-mounted read-only
+    from config/console-operators.json, which is neither in git nor in the image, and no default."""
+    console = services.get(CONSOLE)
+    if not report.check(console is not None and argv_of(console)[:1] == [CONSOLE], f"a {CONSOLE} service runs {CONSOLE}"):
+        return
+    env = service_env(console)
+    report.check(
+        env.get("PUSH_HTTP_PORT") == CONSOLE_PORT and "PUSH_ADMIN_PORT" not in env
+        and [str(p) for p in console.get("ports") or []] == [f"127.0.0.1:{CONSOLE_PORT}:{CONSOLE_PORT}"],
+        f"{CONSOLE}: PUSH_HTTP_PORT {CONSOLE_PORT} (pages, API, /healthz, /readyz, /metrics; no PUSH_ADMIN_PORT), "
+        f"published as 127.0.0.1:{CONSOLE_PORT}:{CONSOLE_PORT} only",
+        f"PUSH_HTTP_PORT {env.get('PUSH_HTTP_PORT')!r}, PUSH_ADMIN_PORT {env.get('PUSH_ADMIN_PORT')!r}, ports {console.get('ports')}")
+    target = env.get("PUSH_CONSOLE_OPERATORS_FILE", "")
+    mounts = [v for v in console.get("volumes") or [] if isinstance(v, dict) and v.get("target") == target]
+    mount = mounts[0] if mounts else {}
+    report.check(
+        target and mount.get("type") == "bind" and mount.get("read_only") is True
+        and (ROOT / str(mount.get("source", ""))).resolve() == OPERATORS_FILE
+        and not (mount.get("bind") or {}).get("create_host_path"),
+        f"{CONSOLE}: PUSH_CONSOLE_OPERATORS_FILE {target} is {OPERATORS_FILE.relative_to(ROOT)}, bind-mounted read-only in "
+        "the long form (a missing file is an error, not an empty directory made in its place)",
+        f"PUSH_CONSOLE_OPERATORS_FILE {target!r}, its mounts {mounts or console.get('volumes')}")
+    rel = str(OPERATORS_FILE.relative_to(ROOT))
+    tracked = subprocess.run(["git", "-C", str(ROOT), "ls-files", "--error-unmatch", rel], capture_output=True, text=True)
+    ignored = subprocess.run(["git", "-C", str(ROOT), "check-ignore", "-q", "--no-index", rel], capture_output=True, text=True)
+    docker_ignored = rel in {l.strip().rstrip("/") for l in (ROOT / ".dockerignore").read_text().splitlines()}
+    report.check(
+        tracked.returncode != 0 and ignored.returncode == 0 and docker_ignored,
+        f"{rel} (operators' password hashes) is not in git, and .gitignore and .dockerignore keep it out",
+        f"tracked: {tracked.returncode == 0}, git-ignored: {ignored.returncode == 0}, docker-ignored: {docker_ignored}")
+    # No operator, password or key in the compose file: the console reads them from that file only.
+    raw_env = service_env(raw["services"][CONSOLE])
+    bad = [k for k in raw_env if re.search(r"PASSWORD|OPERATOR(?!S_FILE)|API_KEY|SECRET", k)]
+    report.check(not bad, f"{CONSOLE} has no default operator, password or key in the file", f"{bad}")
+    report.check(
+        "console" in (console.get("profiles") or []) and not any(
+            CONSOLE in depends_of(s) for n, s in services.items() if n != CONSOLE),
+        f"{CONSOLE} is in the profile console (`docker compose up` runs the rest without the operators file) and nothing waits for it",
+        f"profiles {console.get('profiles')}")
 
 
 # --- the stack --------------------------------------------------------------------------------
@@ -512,7 +565,8 @@ class Stack:
             target = Path(dest) if dest.startswith("/") else Path(df["workdir"]) / dest
             target = self.fakeroot / str(target).lstrip("/")
             if (ROOT / src).is_dir():
-                shutil.copytree(ROOT / src, target, ignore=shutil.ignore_patterns("keys"))
+                # As .dockerignore leaves them out of the build context.
+                shutil.copytree(ROOT / src, target, ignore=shutil.ignore_patterns("keys", OPERATORS_FILE.name))
             else:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy(ROOT / src, target)
@@ -532,7 +586,11 @@ class Stack:
         for target, (kind, source) in targets.items():
             here = self.fakeroot / target.lstrip("/")
             here.parent.mkdir(parents=True, exist_ok=True)
-            if kind == "bind":
+            if kind == "bind" and (ROOT / source).resolve() == OPERATORS_FILE:
+                # Ops make this file; the check makes its own (the repository has none, and a
+                # developer's real one is not read): the bind mount's content, as `docker compose` mounts it.
+                self.make_operators_file(here)
+            elif kind == "bind":
                 if (ROOT / source).is_dir():
                     shutil.copytree(ROOT / source, here)
                 else:
@@ -555,6 +613,35 @@ class Stack:
             r"(?<![\w./-])(" + "|".join(re.escape(p) for p in sorted(self.prefixes, key=len, reverse=True)) + r")(?=/|$|[^\w.-])"
         )
         os.chmod(self.work, 0o755)
+
+    def make_operators_file(self, path):
+        """An operators file as README.md has ops make it: an operator whose password hash
+        `pushctl console hash-password` prints, and an API key whose digest `hash-key` prints (the
+        --bin-dir's pushctl), both random."""
+        pushctl = self.bin_dir / "pushctl"
+        if not pushctl.is_file():
+            raise Failed(f"missing in {self.bin_dir}: pushctl (for the operators file; swift build first)")
+        self.console_login = ("compose-check", secrets.token_urlsafe(18))
+        self.console_key = secrets.token_urlsafe(32)
+
+        def pushctl_console(command, secret):
+            r = subprocess.run([str(pushctl), "console", command], input=secret + "\n", capture_output=True, text=True, timeout=60)
+            if r.returncode != 0 or not r.stdout.strip():
+                raise Failed(f"pushctl console {command} failed (exit {r.returncode}): {r.stderr.strip()[-500:]}")
+            return r.stdout.strip().splitlines()[-1].strip()
+
+        password = pushctl_console("hash-password", self.console_login[1])
+        digest = pushctl_console("hash-key", self.console_key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"operators": [{"name": self.console_login[0], "password": password}],
+                                    "api_keys": [{"name": "compose-check-bot", "key_sha256": digest}]}, indent=2) + "\n")
+        path.chmod(0o644)
+        text = path.read_text()
+        self.report.check(
+            re.fullmatch(r"pbkdf2-sha256\$\d+\$[A-Za-z0-9+/=]+\$[A-Za-z0-9+/=]+", password) and re.fullmatch(r"[0-9a-f]{64}", digest)
+            and self.console_login[1] not in text and self.console_key not in text,
+            f"operators file for {CONSOLE} made with `pushctl console hash-password` and `hash-key` (hashes only)",
+            f"hash-password printed {password[:40]!r}, hash-key {digest[:70]!r}")
 
     def to_host(self, text):
         return self.path_re.sub(lambda m: str(self.fakeroot) + m.group(1), text)
@@ -697,6 +784,8 @@ class Stack:
         self.check_sandbox_name()
         self.check_users()
         self.deliver()
+        if CONSOLE in self.services:
+            self.check_console()
         self.stop_services()
 
     def run_one_shot(self, name):
@@ -748,7 +837,8 @@ class Stack:
             port = int(env.get("PUSH_ADMIN_PORT") or env["PUSH_HTTP_PORT"])
             wait_until(f"{name} ready (GET /readyz on {name}:{port})", START_TIMEOUT_S,
                        lambda: http_request("GET", name, port, "/readyz", timeout=2)[0] == 200, procs=[proc])
-            self.report.ok(f"{name} ready on PUSH_ADMIN_PORT {port} ({self.addr[name]}), {time.monotonic() - started:.1f} s")
+            which = "PUSH_ADMIN_PORT" if env.get("PUSH_ADMIN_PORT") else "PUSH_HTTP_PORT"
+            self.report.ok(f"{name} ready on {which} {port} ({self.addr[name]}), {time.monotonic() - started:.1f} s")
         elif name == "apns-sandbox" or "--admin-port" in argv_of(svc):
             argv = argv_of(svc)
             admin = int(argv[argv.index("--admin-port") + 1])
@@ -818,7 +908,8 @@ class Stack:
             raise Failed(f"PUT /v1/apps/{app}/devices/… on push-ingest: {status} {body[:300]!r}")
         self.report.ok(f"device registered through http://push-ingest:{env['PUSH_HTTP_PORT']} ({status})")
         url = service_env(self.services["push-render"])["PUSH_AMQP_URL"]
-        request = {"id": f"compose-check-{token[:16]}", "app": app, "to": {"tokens": [token]},
+        self.delivered = (app, f"compose-check-{token[:16]}")
+        request = {"id": self.delivered[1], "app": app, "to": {"tokens": [token]},
                    "payload": {"aps": {"alert": {"title": "compose", "body": "delivered"}}}}
         params = pika.URLParameters(url)
         params.socket_timeout = 5
@@ -848,6 +939,85 @@ class Stack:
             f"apns-sandbox received it over https://apns-sandbox from push-send ({time.monotonic() - started:.1f} s after publishing): topic {d.get('topic')}",
             f"delivery {d}",
         )
+
+    def check_console(self):
+        """push-console as ops reach it: http://push-console:8090 (the host's 127.0.0.1:8090), the
+        operators file of make_operators_file: login page, redirects and 401 without a session or a
+        key, the operator's login, and the request just delivered and the queues through the API."""
+        port = int(service_env(self.services[CONSOLE])["PUSH_HTTP_PORT"])
+        base = f"http://{CONSOLE}:{port}"
+
+        def call(method, path, body=None, headers=None):
+            conn = http.client.HTTPConnection(CONSOLE, port, timeout=10)
+            try:
+                conn.request(method, path, body=body, headers=headers or {})
+                resp = conn.getresponse()
+                return resp.status, resp.getheaders(), resp.read().decode(errors="replace")
+            finally:
+                conn.close()
+
+        def cookies_of(headers):
+            jar = {}
+            for name, value in headers:
+                if name.lower() == "set-cookie":
+                    key, _, rest = value.partition("=")
+                    jar[key.strip()] = rest.split(";")[0]
+            return jar
+
+        bearer = {"Authorization": f"Bearer {self.console_key}"}
+        status, headers, page = call("GET", "/login")
+        self.report.check(status == 200 and 'id="login"' in page, f"{base}/login serves the login form (HTTP {status})", page[:200])
+        status, headers, _ = call("GET", "/status")
+        location = dict((k.lower(), v) for k, v in headers).get("location", "")
+        self.report.check(status == 303 and location.endswith("/login"), f"{base}/status without a session: {status} to {location or '?'}")
+        status, _, body = call("GET", "/api/v1/status")
+        self.report.check(status == 401, f"{base}/api/v1/status without a session or a key: {status}", body[:200])
+
+        # The operator logs in with the password whose hash pushctl printed.
+        jar = cookies_of(headers)
+        status, headers, page = call("GET", "/login")
+        jar.update(cookies_of(headers))
+        form = {"name": self.console_login[0], "password": self.console_login[1]}
+        csrf = re.search(r'name="csrf"\s+value="([^"]*)"|value="([^"]*)"\s+name="csrf"', page)
+        if csrf:
+            form["csrf"] = csrf.group(1) or csrf.group(2)
+        cookie = "; ".join(f"{k}={v}" for k, v in jar.items())
+        status, headers, body = call("POST", "/login", urllib.parse.urlencode(form),
+                                     {"Content-Type": "application/x-www-form-urlencoded", **({"Cookie": cookie} if cookie else {})})
+        jar.update(cookies_of(headers))
+        session = jar.get("push_console_session")
+        if self.report.check(status == 303 and session, f"operator {self.console_login[0]} logs in (POST /login: {status}, session cookie set)", body[:300]):
+            status, _, page = call("GET", "/status", headers={"Cookie": f"push_console_session={session}"})
+            self.report.check(status == 200 and self.console_login[0] in page and 'id="queues"' in page,
+                              f"GET /status with the session: {status}, the operator named, the queues listed")
+
+        # What the services did, through the console: the request delivered above, and the queues.
+        app, request_id = self.delivered
+        started = time.monotonic()
+
+        def done():
+            status, _, body = call("GET", f"/api/v1/requests/{urllib.parse.quote(app)}/{urllib.parse.quote(request_id)}", headers=bearer)
+            report = json.loads(body) if status == 200 else {}
+            return report if report.get("state") == "done" else None
+
+        try:
+            report = wait_until(f"{CONSOLE} reports {request_id} done", START_TIMEOUT_S, done, interval=0.2, procs=[self.procs[CONSOLE]])
+            self.report.check(report.get("delivered") == 1 and report.get("targeted") == 1,
+                              f"GET /api/v1/requests/{app}/{request_id} with the API key: done, {report.get('delivered')} delivered "
+                              f"of {report.get('targeted')} targeted ({time.monotonic() - started:.1f} s)", f"{report}")
+        except Failed as e:
+            self.report.fail(str(e))
+        status, _, body = call("GET", "/api/v1/status", headers=bearer)
+        state = json.loads(body) if status == 200 else {}
+        queues = {q.get("name"): q for q in state.get("queues", [])}
+        apps = {a.get("app"): a for a in state.get("apps", [])}
+        self.report.check(status == 200 and (queues.get("push.send", {}).get("consumers") or 0) >= 1,
+                          f"GET /api/v1/status with the API key: {len(queues)} queues, push.send with "
+                          f"{queues.get('push.send', {}).get('consumers')} consumer(s)", f"HTTP {status} {body[:300]}")
+        # The keys volume is mounted: the console reads the app's signing key as push-send does.
+        self.report.check(app in apps and not apps[app].get("problems"),
+                          f"{CONSOLE} reads {app}'s credential from the keys volume ({apps.get(app, {}).get('auth')}, no problem)",
+                          f"{apps.get(app)}")
 
     def stop_services(self):
         running = [p for n, p in self.procs.items() if p.popen.poll() is None]

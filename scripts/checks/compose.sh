@@ -10,8 +10,13 @@
 #    nowhere; RabbitMQ's default user and every PUSH_AMQP_URL come from RABBITMQ_USER and
 #    RABBITMQ_PASSWORD; apns-sandbox has --host 0.0.0.0 and --tls-name apns-sandbox and that is the
 #    name the services reach it by; deploy/rabbitmq/policies.json is imported by a one-shot service
-#    every service that uses RabbitMQ waits for; PUSH_ADMIN_PORT is set apart from PUSH_HTTP_PORT;
-#    the image prepares the volumes its non-root user writes to.
+#    every service that uses RabbitMQ waits for; PUSH_ADMIN_PORT is set apart from PUSH_HTTP_PORT
+#    (but for push-console, which has one port); every published port is on 127.0.0.1; the image
+#    prepares the volumes its non-root user writes to. push-console: profile console, PUSH_HTTP_PORT
+#    8090 published as 127.0.0.1:8090:8090, no default operator or password in the file;
+#    PUSH_CONSOLE_OPERATORS_FILE is config/console-operators.json bind-mounted read-only in the long
+#    form (a missing file fails the start); that file is not in git and .gitignore and
+#    .dockerignore keep it out.
 # 2. The stack: every compose service started as compose would start it, from the real binaries of
 #    --bin-dir (default .build/debug): its command or entrypoint and its environment exactly as the
 #    file gives them after interpolation with that .env, the image's ENV (deploy/Dockerfile) under
@@ -43,8 +48,13 @@
 #    names apns-sandbox, not that address); the four services become ready on PUSH_ADMIN_PORT
 #    (push-ingest's PUSH_HTTP_PORT serves the API, not /healthz), as the expected uid. A device is
 #    registered through http://push-ingest:8080, a push request published with pika to
-#    PUSH_AMQP_URL, and apns-sandbox's admin API must show it delivered to that device. Every
-#    service must exit 0 on SIGTERM.
+#    PUSH_AMQP_URL, and apns-sandbox's admin API must show it delivered to that device.
+#    push-console (run as `--profile console` would) gets an operators file made as README.md says
+#    (`pushctl console hash-password` and `hash-key` of --bin-dir, a random password and key) in
+#    place of config/console-operators.json, becomes ready on PUSH_HTTP_PORT 8090, redirects to
+#    /login and answers 401 without a session or key; its operator logs in, and with the API key it
+#    reports that request done and delivered, and push.send with its consumer. Every service must
+#    exit 0 on SIGTERM.
 # Prints one line per check and `compose: N passed, N failed`; exits 1 when a check failed, 2 on a
 # usage error, 3 when a prerequisite is missing. Everything started is stopped at the end, also on
 # failure or Ctrl-C; the private directory (logs) is removed unless --keep. About 15 s.
@@ -53,7 +63,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
 case " $* " in
     *" -h "* | *" --help "*)
-        sed -n '2,50s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+        sed -n '2,60s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
         exit 0
         ;;
 esac

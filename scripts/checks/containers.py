@@ -5,10 +5,14 @@
 2. The final stage runs as a numeric non-root USER (Kubernetes' runAsNonRoot can only check a
    number) and has a HEALTHCHECK whose script is copied into the image and is valid sh.
 3. The HEALTHCHECK script itself: against a running apns-sandbox (its --admin-port) it succeeds,
-   against a closed port it fails, for a program it does not know (pushctl) it succeeds.
+   against a closed port it fails, for a program it does not know (pushctl) it succeeds; for
+   push-console it asks PUSH_HTTP_PORT (the console has no admin port), not PUSH_ADMIN_PORT.
 4. The build stage COPYs every top-level directory Package.swift puts a target in (SwiftPM refuses a
-   package whose target directory is missing: the image did not build before Benchmarks/ was copied).
-5. .dockerignore keeps the build output, local state, the git history, .env and the keys out.
+   package whose target directory is missing: the image did not build before Benchmarks/ was copied),
+   and builds (--product) and copies into the image every executable product whose target is in
+   Sources/ (the services, pushctl, apns-sandbox; not the benchmarks or the tests' helpers).
+5. .dockerignore keeps the build output, local state, the git history, .env, the keys and
+   push-console's operators file (config/console-operators.json: COPY config would bake it in) out.
 6. docker-compose config -q: docker-compose.yml, and with docker-compose.cluster.yml over it, with a
    .env as `make .env` makes it (in a scratch copy: the repository's own .env is not touched).
 7. kubernetes-validate --strict (Kubernetes' own schemas, unknown fields refused) on every manifest
@@ -121,6 +125,11 @@ def healthcheck_runs(report, bin_dir):
                          f"exit {result.returncode}")
             result = run(["/usr/local/bin/pushctl", "queues"])
             report.check(result.returncode == 0, "HEALTHCHECK: healthy for a program it does not know (pushctl)", result.stderr.strip())
+            # push-console: /healthz on PUSH_HTTP_PORT (the sandbox's admin listener stands in for it).
+            result = run(["/usr/local/bin/push-console"], {"PUSH_HTTP_PORT": str(admin), "PUSH_ADMIN_PORT": str(closed)})
+            report.check(result.returncode == 0, "HEALTHCHECK: push-console healthy on its PUSH_HTTP_PORT (PUSH_ADMIN_PORT not asked)", result.stderr.strip())
+            result = run(["/usr/local/bin/push-console"], {"PUSH_HTTP_PORT": str(closed), "PUSH_ADMIN_PORT": str(admin)})
+            report.check(result.returncode != 0, "HEALTHCHECK: push-console unhealthy when its PUSH_HTTP_PORT does not answer", f"exit {result.returncode}")
         finally:
             process.terminate()
             try:
@@ -139,6 +148,26 @@ def package_target_roots():
     for match in re.finditer(r'path:\s*"([^"]+)"', text):
         roots.add(match.group(1).split("/")[0])
     return roots
+
+
+def shipped_products():
+    """Package.swift's executable products whose target lives in Sources/ (no custom `path:`): the
+    programs the image carries. Benchmarks and test helpers name a path elsewhere."""
+    text = (ROOT / "Package.swift").read_text()
+    starts = [m.start() for m in re.finditer(r"\.(?:executableTarget|target|testTarget|systemLibrary)\(", text)] + [len(text)]
+    paths = {}
+    for start, end in zip(starts, starts[1:]):
+        block = text[start:end]
+        name = re.search(r'name:\s*"([^"]+)"', block)
+        if block.startswith(".executableTarget(") and name:
+            path = re.search(r'path:\s*"([^"]+)"', block)
+            paths[name.group(1)] = path.group(1) if path else f"Sources/{name.group(1)}"
+    products = []
+    for match in re.finditer(r'\.executable\(\s*name:\s*"([^"]+)",\s*targets:\s*\[([^\]]*)\]', text):
+        targets = re.findall(r'"([^"]+)"', match.group(2))
+        if targets and all(paths.get(t, "").startswith("Sources/") for t in targets):
+            products.append(match.group(1))
+    return products
 
 
 def render_overlay(directory):
@@ -274,9 +303,16 @@ def main():
     missing = sorted(package_target_roots() - copied)
     report.check(not missing, f"the build stage copies every directory with targets ({', '.join(sorted(package_target_roots()))})",
                  f"missing {missing}")
+    shipped = shipped_products()
+    builds = [rest for instr, rest in build if instr == "RUN" and "swift build" in rest]
+    loops = [m.group(1).split() for rest in builds for m in re.finditer(r"\bfor\s+\w+\s+in\s+([^;]*);", rest)]
+    missing = [p for p in shipped if not any(re.search(r"--product\s+" + re.escape(p) + r"(?=\s|$)", rest) for rest in builds)
+               or not any(p in loop for loop in loops)]
+    report.check(shipped and not missing, f"the build stage builds and copies every executable product in Sources/ ({', '.join(shipped)})",
+                 f"not built with --product or not copied to /out: {missing}")
 
     ignored = {line.strip().rstrip("/") for line in (ROOT / ".dockerignore").read_text().splitlines() if line.strip() and not line.startswith("#")}
-    needed = {".build", ".local", ".git", ".env", "config/keys"}
+    needed = {".build", ".local", ".git", ".env", "config/keys", "config/console-operators.json"}
     report.check(needed <= ignored, ".dockerignore keeps out " + ", ".join(sorted(needed)), f"missing {sorted(needed - ignored)}")
 
     with tempfile.TemporaryDirectory() as tmp:

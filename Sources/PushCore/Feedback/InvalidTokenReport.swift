@@ -14,12 +14,16 @@ public struct InvalidTokenReport: Sendable, Hashable {
     /// The moment the token is known to have been invalid (ms since 1970): a registration after it
     /// keeps the token.
     public var invalidSince: Int64
+    /// The push request whose send found the token invalid (its report counts the removal); nil for
+    /// the sweep, legacy imports and events from older senders.
+    public var requestID: String?
 
-    public init(app: String, token: DeviceToken, reason: String, invalidSince: Int64) {
+    public init(app: String, token: DeviceToken, reason: String, invalidSince: Int64, requestID: String? = nil) {
         self.app = app
         self.token = token
         self.reason = reason
         self.invalidSince = invalidSince
+        self.requestID = requestID
     }
 
     /// The APNs reasons that make a token dead. Anything else in an event is refused rather than
@@ -57,7 +61,12 @@ public struct InvalidTokenReport: Sendable, Hashable {
         guard event.reportedAt >= 0 else {
             throw FeedbackError(.invalidField, field: "reported_at", "must be ms since 1970 (got \(event.reportedAt))")
         }
-        self.init(app: event.app, token: token, reason: event.reason, invalidSince: event.invalidSince)
+        // Only used to count the removal in a report: an unusable id is dropped, not an error.
+        let requestID = event.requestID.flatMap { id in
+            id.isEmpty || id.count > PushRequest.maximumIDLength || id.unicodeScalars.contains { $0.properties.generalCategory == .control }
+                ? nil : id
+        }
+        self.init(app: event.app, token: token, reason: event.reason, invalidSince: event.invalidSince, requestID: requestID)
     }
 
     /// Decodes and checks a `push.feedback` body (``FeedbackEvent`` JSON).
@@ -114,7 +123,9 @@ public struct InvalidTokenReport: Sendable, Hashable {
             if json["reported_at"] == nil { throw FeedbackError(.missingField, field: "reported_at", "is required") }
             throw FeedbackError(.invalidField, field: "reported_at", "must not be null")
         }
-        try self.init(event: FeedbackEvent(app: app, token: token, reason: reason, timestamp: timestamp, reportedAt: reportedAt))
+        var event = FeedbackEvent(app: app, token: token, reason: reason, timestamp: timestamp, reportedAt: reportedAt)
+        if case .string(let id)? = json["request_id"] { event.requestID = id }
+        try self.init(event: event)
     }
 
     /// The event when `body` is a JSON object whose fields have exactly the types the event needs
@@ -130,7 +141,13 @@ public struct InvalidTokenReport: Sendable, Hashable {
         case let value as Int64: timestamp = value
         default: return nil
         }
-        return FeedbackEvent(app: app, token: token, reason: reason, timestamp: timestamp, reportedAt: reportedAt)
+        var event = FeedbackEvent(app: app, token: token, reason: reason, timestamp: timestamp, reportedAt: reportedAt)
+        switch object["request_id"] {
+        case nil, is NSNull: break
+        case let id as String: event.requestID = id
+        default: return nil
+        }
+        return event
     }
 
     static func quoted(_ text: String) -> String {

@@ -1,0 +1,156 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import PushCore
+import PushServiceKit
+
+/// The console's JSON API (`/api/v1/…`): the pages' operations for scripts and `pushctl`. Errors are
+/// `{"error": "<code>", "message": "<field>: <what is wrong>"}` with the status they name.
+struct ConsoleAPI: Sendable {
+    let backend: ConsoleBackend
+
+    static func json(_ object: Any, status: HTTPResponse.Status = .ok) -> Response {
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
+        return Response(
+            status: status, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: Array(data))))
+    }
+
+    static func failure(_ error: ConsoleError) -> Response {
+        json(["error": error.code, "message": error.description], status: HTTPResponse.Status(code: error.status))
+    }
+
+    static let maximumBody = 64 * 1024
+
+    static func body(_ request: Request) async -> [UInt8]? {
+        var request = request
+        guard let buffer = try? await request.collectBody(upTo: maximumBody) else { return nil }
+        return Array(buffer.readableBytesView)
+    }
+
+    func requests(_ request: Request, context: ConsoleRequestContext) async -> Response {
+        let limit = Int(FormFields.parse(request.uri.query ?? "")["limit"] ?? "") ?? 50
+        do {
+            let reports = try await backend.recentReports(limit: min(max(limit, 1), 500))
+            return Self.json(["requests": reports.map(\.jsonObject)])
+        } catch {
+            return Self.failure(error)
+        }
+    }
+
+    func report(context: ConsoleRequestContext) async -> Response {
+        do {
+            let report = try await backend.report(app: context.parameters.get("app") ?? "", requestID: context.parameters.get("id") ?? "")
+            return Self.json(report.jsonObject)
+        } catch {
+            return Self.failure(error)
+        }
+    }
+
+    /// The body: a push request; an absent `id` gets one made up.
+    private func requestBody(_ request: Request) async throws(ConsoleError) -> [UInt8] {
+        guard let body = await Self.body(request) else { throw ConsoleError(status: 413, code: "body_too_large", field: "body", "is over 64 KiB") }
+        guard var object = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] else {
+            throw ConsoleError(field: "body", "must be a push request (a JSON object)")
+        }
+        guard object["id"] == nil else { return body }
+        object["id"] = ComposeForm.generatedID(now: backend.now(), random: UInt32.random(in: 0...UInt32.max))
+        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) else {
+            throw ConsoleError(field: "body", "cannot be encoded again")
+        }
+        return Array(data)
+    }
+
+    func preview(_ request: Request, context: ConsoleRequestContext) async -> Response {
+        do {
+            let preview = try await backend.preview(try await requestBody(request))
+            return Self.json([
+                "id": preview.request.id, "app": preview.request.app.bundleID, "targets": preview.targets.map { $0 as Any } ?? NSNull(),
+                "locales": preview.locales.map { ["locale": $0.locale, "payload": $0.payload] },
+            ])
+        } catch {
+            return Self.failure(error)
+        }
+    }
+
+    func send(_ request: Request, context: ConsoleRequestContext) async -> Response {
+        do {
+            let sent = try await backend.send(try await requestBody(request), operatorName: context.operatorName ?? "-")
+            return Self.json(
+                ["id": sent.request.id, "app": sent.request.app.bundleID, "targets": sent.targets.map { $0 as Any } ?? NSNull()], status: .accepted)
+        } catch {
+            return Self.failure(error)
+        }
+    }
+
+    func dead(_ request: Request, context: ConsoleRequestContext) async -> Response {
+        let limit = Int(FormFields.parse(request.uri.query ?? "")["limit"] ?? "") ?? 100
+        do {
+            let letters = try await backend.deadLetters(limit: min(max(limit, 1), 1000))
+            return Self.json([
+                "dead_letters": letters.map { letter -> [String: Any] in
+                    [
+                        "key": letter.key, "reason": letter.reason.description, "source": letter.source.map { $0 as Any } ?? NSNull(),
+                        "target": letter.target.map { $0 as Any } ?? NSNull(), "body": String(decoding: letter.body, as: UTF8.self),
+                    ]
+                }
+            ])
+        } catch {
+            return Self.failure(error)
+        }
+    }
+
+    func replay(_ request: Request, context: ConsoleRequestContext) async -> Response {
+        let fields = FormFields.parse(request.uri.query ?? "")
+        do {
+            let queue = try await backend.replay(
+                key: context.parameters.get("key") ?? "", to: fields["queue"].flatMap { $0.isEmpty ? nil : $0 },
+                operatorName: context.operatorName ?? "-")
+            return Self.json(["replayed": 1, "queue": queue])
+        } catch {
+            return Self.failure(error)
+        }
+    }
+
+    func status() async -> Response {
+        let queues = await backend.queueStates().map { state -> [String: Any] in
+            var object: [String: Any] = [
+                "name": state.name, "ready": state.ready.map { $0 as Any } ?? NSNull(), "consumers": state.consumers.map { $0 as Any } ?? NSNull(),
+            ]
+            if let problem = state.problem { object["problem"] = problem }
+            return object
+        }
+        let apps = await backend.appStates().map { app -> [String: Any] in
+            [
+                "app": app.app, "environment": app.environment, "auth": app.auth,
+                "expires_in_days": app.expiresInDays.map { ($0 * 10).rounded() / 10 as Any } ?? NSNull(),
+                "paused_reason": app.pausedReason.map { $0 as Any } ?? NSNull(),
+                "paused_for_ms": app.pausedForMilliseconds.map { $0 as Any } ?? NSNull(), "problems": app.problems, "warnings": app.warnings,
+            ]
+        }
+        return Self.json(["queues": queues, "apps": apps])
+    }
+
+    func device(context: ConsoleRequestContext) async -> Response {
+        do {
+            guard let record = try await backend.device(app: context.parameters.get("app") ?? "", token: context.parameters.get("token") ?? "") else {
+                return Self.failure(ConsoleError(status: 404, code: "not_found", "no device with this token is registered"))
+            }
+            return Response(
+                status: .ok, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: record.jsonData())))
+        } catch {
+            return Self.failure(error)
+        }
+    }
+
+    func deleteDevice(context: ConsoleRequestContext) async -> Response {
+        do {
+            let removed = try await backend.removeDevice(
+                app: context.parameters.get("app") ?? "", token: context.parameters.get("token") ?? "", operatorName: context.operatorName ?? "-")
+            return removed
+                ? Response(status: .noContent) : Self.failure(ConsoleError(status: 404, code: "not_found", "no device with this token is registered"))
+        } catch {
+            return Self.failure(error)
+        }
+    }
+}

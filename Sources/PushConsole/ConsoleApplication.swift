@@ -1,0 +1,170 @@
+import Foundation
+import HTTPTypes
+public import Hummingbird
+public import Logging
+import Mustache
+import NIOCore
+public import PushCore
+public import PushServiceKit
+
+/// push-console's HTTP application.
+public typealias ConsoleApplication = Application<RouterResponder<ConsoleRequestContext>>
+
+/// The request context: who is asking, once ``ConsoleAuthentication`` found out.
+public struct ConsoleRequestContext: RequestContext {
+    public var coreContext: CoreRequestContextStorage
+    /// The operator (a login) or API key name.
+    public var operatorName: String?
+    /// The login session, when the request came with its cookie (not for bearer keys).
+    public var session: ConsoleSessions.Session?
+
+    public init(source: ApplicationRequestContextSource) {
+        coreContext = CoreRequestContextStorage(source: source)
+    }
+}
+
+/// Builds push-console's listener on `PUSH_HTTP_HOST`:`PUSH_HTTP_PORT` (default 8090); `main` and the
+/// tests call this same function. The pages, the JSON API (`/api/v1/…`), `/healthz`, `/readyz` and
+/// `/metrics`; everything but the login page, the static files and the health routes needs a login
+/// (a session cookie) or an API key (`Authorization: Bearer`).
+public func buildConsoleApplication(
+    configuration: PushConfiguration, console: ConsoleConfiguration, credentials: OperatorCredentials, backend: ConsoleBackend,
+    sessions: ConsoleSessions, readiness: [ReadinessCheck] = [], logger: Logger,
+    onServerRunning: @escaping @Sendable (_ port: Int) async -> Void = { _ in }
+) throws -> ConsoleApplication {
+    let pages = try ConsolePages(backend: backend, credentials: credentials, sessions: sessions, console: console)
+    let router = Router(context: ConsoleRequestContext.self)
+    router.add(middleware: ConsoleHeaders())
+    AdminRoutes(readiness: readiness).add(to: router)
+    router.get("/static/console.css") { _, _ in ConsolePages.asset(ConsoleTemplates.css, type: "text/css; charset=utf-8") }
+    router.get("/static/console.js") { _, _ in ConsolePages.asset(ConsoleTemplates.javascript, type: "text/javascript; charset=utf-8") }
+    router.get("/login") { request, _ in pages.loginPage(request) }
+    router.post("/login") { request, context in await pages.login(request, context: context) }
+
+    let authenticated = router.group().add(middleware: ConsoleAuthentication(credentials: credentials, sessions: sessions))
+    authenticated.get("/") { _, _ in ConsolePages.redirect("/requests") }
+    authenticated.post("/logout") { request, context in await pages.logout(request, context: context) }
+    authenticated.get("/compose") { _, context in pages.composePage(context: context) }
+    authenticated.post("/compose") { request, context in await pages.compose(request, context: context) }
+    authenticated.get("/requests") { _, context in await pages.requestsPage(context: context) }
+    authenticated.get("/requests/{app}/{id}") { _, context in await pages.requestPage(context: context) }
+    authenticated.get("/dead") { request, context in await pages.deadPage(request, context: context) }
+    authenticated.post("/dead/replay") { request, context in await pages.replay(request, context: context) }
+    authenticated.get("/status") { _, context in await pages.statusPage(context: context) }
+    authenticated.get("/tokens") { request, context in await pages.tokensPage(request, context: context) }
+    authenticated.post("/tokens/delete") { request, context in await pages.deleteToken(request, context: context) }
+
+    let api = ConsoleAPI(backend: backend)
+    authenticated.get("/api/v1/requests") { request, context in await api.requests(request, context: context) }
+    authenticated.post("/api/v1/requests") { request, context in await api.send(request, context: context) }
+    authenticated.get("/api/v1/requests/{app}/{id}") { _, context in await api.report(context: context) }
+    authenticated.post("/api/v1/preview") { request, context in await api.preview(request, context: context) }
+    authenticated.get("/api/v1/dead") { request, context in await api.dead(request, context: context) }
+    authenticated.post("/api/v1/dead/{key}/replay") { request, context in await api.replay(request, context: context) }
+    authenticated.get("/api/v1/status") { _, _ in await api.status() }
+    authenticated.get("/api/v1/apps/{app}/tokens/{token}") { _, context in await api.device(context: context) }
+    authenticated.delete("/api/v1/apps/{app}/tokens/{token}") { _, context in await api.deleteDevice(context: context) }
+
+    return Application(
+        router: router,
+        configuration: ApplicationConfiguration(address: .hostname(configuration.httpHost, port: configuration.httpPort), serverName: nil),
+        onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? configuration.httpPort) },
+        logger: logger
+    )
+}
+
+/// Headers on every answer: no caching, no framing, no sniffing, scripts and styles from the console
+/// only, no referrer leaving it.
+struct ConsoleHeaders: RouterMiddleware {
+    typealias Context = ConsoleRequestContext
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        var response = try await next(request, context)
+        response.headers[.cacheControl] = "no-store"
+        response.headers[.xContentTypeOptions] = "nosniff"
+        response.headers[HTTPField.Name("X-Frame-Options")!] = "DENY"
+        response.headers[HTTPField.Name("Referrer-Policy")!] = "no-referrer"
+        response.headers[.contentSecurityPolicy] = "default-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
+        return response
+    }
+}
+
+/// Lets a request through with its operator named in the context, or answers for it: a page without a
+/// login goes to `/login` (303); the API answers `401`. A POST from a login session must carry the
+/// session's CSRF token (the form's `csrf` field, checked by the page; `X-CSRF-Token` for the API).
+struct ConsoleAuthentication: RouterMiddleware {
+    typealias Context = ConsoleRequestContext
+    let credentials: OperatorCredentials
+    let sessions: ConsoleSessions
+
+    static let cookieName = "push_console_session"
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        var context = context
+        let isAPI = request.uri.path.hasPrefix("/api/")
+        if let authorization = request.headers[.authorization], authorization.hasPrefix("Bearer ") {
+            guard let name = credentials.apiKeyName(String(authorization.dropFirst(7))) else {
+                return ConsoleAPI.failure(ConsoleError(status: 401, code: "unauthorized", "the bearer key is not one of the console's API keys"))
+            }
+            context.operatorName = name
+            return try await next(request, context)
+        }
+        if let cookie = Self.cookie(request) {
+            do {
+                if let session = try await sessions.find(cookie) {
+                    context.operatorName = session.operatorName
+                    context.session = session
+                    if isAPI, request.method == .post || request.method == .delete,
+                        request.headers[HTTPField.Name("X-CSRF-Token")!] != session.csrf
+                    {
+                        return ConsoleAPI.failure(
+                            ConsoleError(status: 403, code: "forbidden", "a session's API calls that change things need X-CSRF-Token"))
+                    }
+                    return try await next(request, context)
+                }
+            } catch {
+                context.logger.error("console sessions unreadable", metadata: ["push.error": "\(error)"])
+                return isAPI
+                    ? ConsoleAPI.failure(ConsoleError.unavailable("Redis", error))
+                    : ConsolePages.plain(.serviceUnavailable, "The console cannot read its sessions (Redis is unavailable). Try again shortly.")
+            }
+        }
+        if isAPI { return ConsoleAPI.failure(ConsoleError(status: 401, code: "unauthorized", "log in or send Authorization: Bearer <API key>")) }
+        return ConsolePages.redirect("/login")
+    }
+
+    /// The session cookie's value, if the request has one.
+    static func cookie(_ request: Request) -> String? {
+        for header in request.headers[values: .cookie] {
+            for part in header.split(separator: ";") {
+                let pair = part.trimmingCharacters(in: .whitespaces)
+                if pair.hasPrefix(cookieName + "=") { return String(pair.dropFirst(cookieName.count + 1)) }
+            }
+        }
+        return nil
+    }
+}
+
+/// An `application/x-www-form-urlencoded` body or query as fields (the last of repeated names wins).
+enum FormFields {
+    static func parse(_ text: String) -> [String: String] {
+        var fields: [String: String] = [:]
+        for pair in text.split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard let name = decode(parts[0]), !name.isEmpty else { continue }
+            fields[name] = parts.count > 1 ? (decode(parts[1]) ?? "") : ""
+        }
+        return fields
+    }
+
+    private static func decode(_ text: Substring) -> String? {
+        String(text).replacingOccurrences(of: "+", with: " ").removingPercentEncoding
+    }
+
+    /// The body of `request` as form fields, at most `limit` bytes.
+    static func body(_ request: Request, limit: Int = 256 * 1024) async throws -> [String: String] {
+        var request = request
+        let buffer = try await request.collectBody(upTo: limit)
+        return parse(String(buffer: buffer))
+    }
+}

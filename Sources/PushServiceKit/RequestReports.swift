@@ -1,0 +1,188 @@
+public import PushCore
+public import Redis
+
+/// The request reports in Redis (``PushCore/RequestReport`` describes the fields): written by
+/// push-render, push-send and push-feedback in the round trips they already make, read by the console
+/// and `pushctl request`.
+///
+/// | key | type | holds |
+/// |---|---|---|
+/// | `{prefix}:{<app>}:report:<request id>` | hash | the report's fields; expires ``ttl`` after its last write |
+/// | `{prefix}:{<app>}:requests` | sorted set | the app's recent request ids, scored by when they were first seen (ms); the newest ``recentLimit`` |
+/// | `{prefix}:{<app>}:render:<request id>` | hash | push-render's progress record (read only here) |
+///
+/// Every key carries the app's hash tag, so each script touches one Redis Cluster slot. A report write
+/// that fails is the caller's to log: reports never hold up delivery.
+public struct RequestReports: Sendable {
+    private let redis: any RedisCommandExecutor
+    public let keyPrefix: String
+    public let ttl: Duration
+
+    /// How many request ids each app's recent list keeps.
+    public static let recentLimit = 1000
+    /// The default of `PUSH_REPORT_TTL_S`: as long as push-render remembers a request id.
+    public static let defaultTTL: Duration = .seconds(7 * 24 * 3600)
+
+    public init(redis: any RedisCommandExecutor, keyPrefix: String = "push", ttl: Duration = RequestReports.defaultTTL) {
+        self.redis = redis
+        self.keyPrefix = keyPrefix
+        self.ttl = ttl
+    }
+
+    public static func reportKey(prefix: String, app: String, requestID: String) -> String { "\(prefix):{\(app)}:report:\(requestID)" }
+    public static func recentKey(prefix: String, app: String) -> String { "\(prefix):{\(app)}:requests" }
+    public static func progressKey(prefix: String, app: String, requestID: String) -> String { "\(prefix):{\(app)}:render:\(requestID)" }
+
+    public func reportKey(app: String, requestID: String) -> String { Self.reportKey(prefix: keyPrefix, app: app, requestID: requestID) }
+    public func recentKey(app: String) -> String { Self.recentKey(prefix: keyPrefix, app: app) }
+
+    var ttlSeconds: Int64 { Swift.max(1, ttl.components.seconds) }
+
+    // MARK: Writing
+
+    /// A request was published (console, `pushctl publish`): `queued_at`, and the recent list.
+    public func recordQueued(app: String, requestID: String, now: Int64) async throws(RedisError) {
+        _ = try await redis.evalScript(
+            Self.noteScript, keys: [reportKey(app: app, requestID: requestID), recentKey(app: app)],
+            args: ["queued_at", String(now), String(ttlSeconds), requestID, String(now), String(Self.recentLimit)])
+    }
+
+    /// push-render dead-lettered the request: its reason, and the recent list.
+    public func recordDead(app: String, requestID: String, reason: String, now: Int64) async throws(RedisError) {
+        _ = try await redis.evalScript(
+            Self.noteScript, keys: [reportKey(app: app, requestID: requestID), recentKey(app: app)],
+            args: ["dead", String(reason.prefix(1000)), String(ttlSeconds), requestID, String(now), String(Self.recentLimit)])
+    }
+
+    /// `KEYS[1]` report, `KEYS[2]` recent list; `ARGV[1]` field, `ARGV[2]` value (set if absent),
+    /// `ARGV[3]` TTL s, `ARGV[4]` request id, `ARGV[5]` score (ms), `ARGV[6]` how many ids the list keeps.
+    static let noteScript = RedisScript(
+        """
+        redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2])
+        redis.call('EXPIRE', KEYS[1], ARGV[3])
+        redis.call('ZADD', KEYS[2], 'NX', ARGV[5], ARGV[4])
+        redis.call('ZREMRANGEBYRANK', KEYS[2], 0, -tonumber(ARGV[6]) - 1)
+        redis.call('EXPIRE', KEYS[2], ARGV[3])
+        return 1
+        """
+    )
+
+    /// What push-send learned from one settled batch.
+    public struct SettledBatch: Sendable, Equatable {
+        public var requestID: String
+        /// The batch's mark set, and how many of its tokens APNs has accepted by now (its marks).
+        public var markSet: String
+        public var accepted: Int
+        /// `<batch id>#<fingerprint of its tokens>`: one field per copy of a batch, so a redelivered
+        /// copy replaces its earlier tally instead of adding to it.
+        public var batchKey: String
+        public var tally: BatchTally
+        /// Whether this batch delivered anything (for the first and last delivery times).
+        public var deliveredAny: Bool
+
+        public init(requestID: String, markSet: String, accepted: Int, batchKey: String, tally: BatchTally, deliveredAny: Bool) {
+            self.requestID = requestID
+            self.markSet = markSet
+            self.accepted = accepted
+            self.batchKey = batchKey
+            self.tally = tally
+            self.deliveredAny = deliveredAny
+        }
+    }
+
+    /// Records settled batches of `app` in one pipeline (one script call per batch).
+    public func recordSettled(app: String, batches: [SettledBatch], now: Int64) async throws(RedisError) {
+        guard !batches.isEmpty else { return }
+        var commands: [RedisCommand] = []
+        for batch in batches {
+            var command: RedisCommand = ["EVALSHA", Self.settledScript.sha1, "1", reportKey(app: app, requestID: batch.requestID)]
+            for argument in [
+                "m:\(batch.markSet)", String(batch.accepted), "b:\(batch.batchKey)", batch.tally.encoded, batch.deliveredAny ? String(now) : "",
+                String(ttlSeconds),
+            ] {
+                command.append(argument)
+            }
+            commands.append(command)
+        }
+        for reply in try await redis.pipelineScript(Self.settledScript, commands) { _ = try reply.throwingServerError() }
+    }
+
+    /// `KEYS[1]` report; `ARGV[1]` mark-set field, `ARGV[2]` accepted (kept if larger), `ARGV[3]`
+    /// batch field, `ARGV[4]` its tally (empty: removed), `ARGV[5]` delivery time ms (empty: none),
+    /// `ARGV[6]` TTL s.
+    static let settledScript = RedisScript(
+        """
+        local seen = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0') or 0
+        if tonumber(ARGV[2]) > seen then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end
+        if ARGV[4] == '' then redis.call('HDEL', KEYS[1], ARGV[3]) else redis.call('HSET', KEYS[1], ARGV[3], ARGV[4]) end
+        if ARGV[5] ~= '' then
+          local at = tonumber(ARGV[5])
+          local first = tonumber(redis.call('HGET', KEYS[1], 'first') or '')
+          if not first or at < first then redis.call('HSET', KEYS[1], 'first', ARGV[5]) end
+          local last = tonumber(redis.call('HGET', KEYS[1], 'last') or '')
+          if not last or at > last then redis.call('HSET', KEYS[1], 'last', ARGV[5]) end
+        end
+        redis.call('EXPIRE', KEYS[1], ARGV[6])
+        return 1
+        """
+    )
+
+    /// push-feedback removed (or found removed) these tokens, reported invalid by `requestID`'s sends.
+    public func recordRemoved(_ removals: [(app: String, requestID: String, token: String)]) async throws(RedisError) {
+        guard !removals.isEmpty else { return }
+        var commands: [RedisCommand] = []
+        for removal in removals {
+            let key = reportKey(app: removal.app, requestID: removal.requestID)
+            commands.append(RedisCommand(["HSET", key, "x:\(removal.token)", "1"]))
+            var expire: RedisCommand = ["EXPIRE", key]
+            expire.append(ttlSeconds)
+            commands.append(expire)
+        }
+        for reply in try await redis.pipeline(commands) { _ = try reply.throwingServerError() }
+    }
+
+    // MARK: Reading
+
+    /// The report of `requestID` of `app`; nil when nothing is known of it (never seen, or expired).
+    public func report(app: String, requestID: String) async throws(RedisError) -> RequestReport? {
+        let replies = try await redis.pipeline([
+            RedisCommand(["HGETALL", Self.progressKey(prefix: keyPrefix, app: app, requestID: requestID)]),
+            RedisCommand(["HGETALL", reportKey(app: app, requestID: requestID)]),
+        ])
+        guard replies.count == 2 else { throw RedisError(.protocolError, "HGETALL: \(replies.count) replies to 2 commands") }
+        return RequestReport(
+            id: requestID, app: app, progress: try Self.hash(replies[0].throwingServerError()),
+            report: try Self.hash(replies[1].throwingServerError()))
+    }
+
+    /// The newest `limit` request ids of `app` with when they were first seen (ms), newest first.
+    public func recent(app: String, limit: Int) async throws(RedisError) -> [(id: String, at: Int64)] {
+        var command: RedisCommand = ["ZREVRANGE", recentKey(app: app), "0"]
+        command.append(Swift.max(0, Swift.min(limit, Self.recentLimit) - 1))
+        command.append("WITHSCORES")
+        let elements = try await redis.execute(command).array ?? []
+        var recent: [(id: String, at: Int64)] = []
+        var index = 0
+        while index + 1 < elements.count {
+            if let id = elements[index].string, let score = elements[index + 1].string.flatMap(Double.init), score.isFinite {
+                recent.append((id, Int64(Swift.max(0, Swift.min(score, 9e15)))))
+            }
+            index += 2
+        }
+        return recent
+    }
+
+    static func hash(_ reply: RedisReply) throws(RedisError) -> [String: String] {
+        guard let elements = reply.array else {
+            if reply.isNull { return [:] }
+            throw RedisError(.protocolError, "HGETALL: unexpected reply \(reply)")
+        }
+        var hash: [String: String] = [:]
+        var index = 0
+        while index + 1 < elements.count {
+            if let field = elements[index].string, let value = elements[index + 1].string { hash[field] = value }
+            index += 2
+        }
+        return hash
+    }
+}

@@ -1,0 +1,42 @@
+import ArgumentParser
+import Logging
+import PushConsole
+import PushCore
+import PushRender
+import PushServiceKit
+
+@main
+struct PushConsoleCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "push-console",
+        abstract:
+            "The operators' web console: compose and send pushes, follow their delivery reports, replay dead letters, see queues and credentials, look up and remove tokens.",
+        discussion: """
+            Serves on PUSH_HTTP_PORT (default 8090): the pages, the JSON API under /api/v1 (a login session or Authorization: Bearer <API key>), and /healthz, /readyz, /metrics. Meant for the operators' network only: it has no public side. Every action is logged with the operator who did it. Needs PUSH_CONSOLE_OPERATORS_FILE (there is no default password).
+
+            \(PushConfiguration.environmentHelp)
+            \(ConsoleConfiguration.environmentHelp)
+            """
+    )
+
+    func run() async throws {
+        let runtime = try await PushServiceRuntime.bootstrap(name: "push-console", defaultHTTPPort: ConsoleConfiguration.defaultHTTPPort)
+        let reader = try await PushConfigurationReader.load()
+        reader.warnAboutUnknownKeys(known: PushConfiguration.keys.union(ConsoleConfiguration.keys), logger: runtime.logger)
+        let console = try ConsoleConfiguration(reader: reader)
+        let credentials: OperatorCredentials
+        do {
+            credentials = try OperatorCredentials.load(path: console.operatorsFile)
+        } catch {
+            throw ValidationError("PUSH_CONSOLE_OPERATORS_FILE: \(error)")
+        }
+        let apps = try runtime.configuration.loadAppsFile()
+        let catalogs = try LocalizationCatalogs.load(directory: runtime.configuration.localizationDir)
+        let services = try buildPushConsole(
+            ServiceDependencies(runtime), configuration: runtime.configuration, console: console, credentials: credentials, apps: apps,
+            catalogs: catalogs, readiness: runtime.readinessChecks)
+        runtime.logger.info(
+            "push-console ready", metadata: ["push.operators": "\(credentials.operators.count)", "push.api_keys": "\(credentials.apiKeys.count)"])
+        try await runtime.run(services: services, adminServer: nil)
+    }
+}

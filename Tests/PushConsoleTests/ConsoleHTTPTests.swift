@@ -1,0 +1,248 @@
+import AMQP
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import PushConsole
+import PushCore
+import PushRender
+import PushServiceKit
+import Redis
+import TestSupport
+import Testing
+import TokenRegistry
+
+/// push-console's application as `main` builds it (``PushConsole/buildConsoleApplication``), against
+/// the test RabbitMQ and Redis with a queue and key prefix of its own: logins, CSRF, the pages, the
+/// JSON API with a bearer key, publishing, dead letters and tokens.
+@Suite(.serialized) struct ConsoleHTTPTests {
+    static let logger = TestLogger.make("push-console-tests")
+    static let password = "correct horse battery"
+    static let apiKey = String(repeating: "a1", count: 20)
+
+    struct Harness: Sendable {
+        let client: any TestClientProtocol
+        let backend: ConsoleBackend
+        let app: String
+        let names: PushQueues
+        let tokens: [String]
+
+        func get(_ path: String, cookie: String? = nil, bearer: String? = nil) async throws -> TestResponse {
+            var headers: HTTPFields = [:]
+            if let cookie { headers[.cookie] = "push_console_session=\(cookie)" }
+            if let bearer { headers[.authorization] = "Bearer \(bearer)" }
+            return try await client.execute(uri: path, method: .get, headers: headers, body: nil)
+        }
+
+        func post(_ path: String, form: [String: String], cookie: String?) async throws -> TestResponse {
+            var headers: HTTPFields = [.contentType: "application/x-www-form-urlencoded"]
+            if let cookie { headers[.cookie] = "push_console_session=\(cookie)" }
+            let body = form.map { "\($0.key)=\($0.value.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")" }.joined(separator: "&")
+            return try await client.execute(uri: path, method: .post, headers: headers, body: ByteBuffer(string: body))
+        }
+
+        func api(_ method: HTTPRequest.Method, _ path: String, json: String? = nil) async throws -> (status: HTTPResponse.Status, json: [String: Any])
+        {
+            let response = try await client.execute(
+                uri: path, method: method, headers: [.authorization: "Bearer \(ConsoleHTTPTests.apiKey)", .contentType: "application/json"],
+                body: json.map { ByteBuffer(string: $0) })
+            return (response.status, (try? JSONSerialization.jsonObject(with: Data(response.body.readableBytesView))) as? [String: Any] ?? [:])
+        }
+
+        /// Logs in; the session cookie and the page's CSRF token.
+        func login() async throws -> (cookie: String, csrf: String) {
+            let response = try await post("/login", form: ["name": "alice", "password": ConsoleHTTPTests.password], cookie: nil)
+            #expect(response.status == .seeOther)
+            let setCookie = try #require(response.headers[.setCookie])
+            #expect(setCookie.contains("HttpOnly") && setCookie.contains("SameSite=Strict"))
+            let cookie = String(setCookie.split(separator: ";")[0].dropFirst("push_console_session=".count))
+            let page = String(buffer: try await get("/compose", cookie: cookie).body)
+            let csrf = try #require(page.firstMatch(of: /name="csrf" value="([0-9a-f]{64})"/)?.1)
+            return (cookie, String(csrf))
+        }
+    }
+
+    func withConsole(_ body: @Sendable (Harness) async throws -> Void) async throws {
+        let names = PushQueues(prefix: TestServers.uniqueName("console"))
+        let prefix = TestServers.uniqueName("test-console")
+        let app = TestServers.uniqueName("com.test.console")
+        let apps = try AppsFile(apps: [
+            AppConfiguration(bundleID: app, apns: .token(.init(keyFile: "/nonexistent/AuthKey.p8", keyID: "ABC123DEFG", teamID: "DEF123GHIJ")))
+        ])
+        let catalogs = try LocalizationCatalogs.load(directory: TestServers.packageRoot.appendingPathComponent("localization").path)
+        let redis = try await TestServers.connectRedis(logger: Self.logger)
+        let amqp = AMQPConnection(
+            configuration: try AMQPConfiguration(url: TestServers.amqpURL, connectionName: "push-console-tests"), topology: .push(names),
+            logger: Self.logger)
+        try await withCleanUp {
+            try await amqp.waitUntilConnected(timeout: .seconds(15))
+            let backend = ConsoleBackend(
+                amqp: amqp, redis: redis, apps: apps, catalogs: catalogs, queues: names, keyPrefix: prefix, logger: Self.logger)
+            let registry = TokenRegistry(redis: redis, keyPrefix: prefix)
+            var tokens: [String] = []
+            for (index, locale) in ["en", "de", "zh-Hant-TW"].enumerated() {
+                let token = TestTokens.random()
+                tokens.append(token)
+                _ = try await registry.upsert(
+                    app: app, token: try DeviceToken(normalizing: token),
+                    registration: DeviceRegistration(user: "user\(index)", locale: locale, topics: ["news"]), defaultEnvironment: .production,
+                    now: Int64(Date().timeIntervalSince1970 * 1000))
+            }
+            let credentials = try OperatorCredentials.parse(
+                Array(
+                    #"{"operators": [{"name": "alice", "password": "\#(PasswordHash.make(password: Self.password, rounds: 100_000).encoded)"}], "api_keys": [{"name": "bot", "key_sha256": "\#(OperatorCredentials.keyDigestHex(Self.apiKey))"}]}"#
+                        .utf8))
+            let application = try buildConsoleApplication(
+                configuration: PushConfiguration(httpPort: 0, httpHost: "127.0.0.1"), console: ConsoleConfiguration(operatorsFile: "unused"),
+                credentials: credentials, backend: backend, sessions: ConsoleSessions(redis: redis, keyPrefix: prefix, ttl: .seconds(600)),
+                logger: Self.logger)
+            let registered = tokens
+            try await application.test(.router) { client in
+                try await body(Harness(client: client, backend: backend, app: app, names: names, tokens: registered))
+            }
+        } cleanUp: {
+            for queue in names.allQueueNames { _ = try? await amqp.deleteQueue(queue) }
+            await amqp.close()
+            _ = try? await redis.deleteKeys(matching: "\(prefix)*")
+            await redis.close()
+        }
+    }
+
+    @Test func pagesNeedALoginAndAWrongPasswordIsRefused() async throws {
+        try await withConsole { harness in
+            for path in ["/requests", "/compose", "/dead", "/status", "/tokens", "/"] {
+                let response = try await harness.get(path)
+                #expect(response.status == .seeOther && response.headers[.location] == "/login", "\(path)")
+            }
+            #expect(try await harness.get("/api/v1/status").status == .unauthorized)
+            #expect(try await harness.get("/api/v1/status", bearer: "wrong").status == .unauthorized)
+            #expect(try await harness.get("/requests", cookie: String(repeating: "0", count: 64)).status == .seeOther, "an unknown session")
+            let wrong = try await harness.post("/login", form: ["name": "alice", "password": "nope"], cookie: nil)
+            #expect(wrong.status == .unauthorized)
+            #expect(String(buffer: wrong.body).contains(#"id="error""#))
+            #expect(try await harness.get("/healthz").status == .ok, "health needs no login")
+            let (cookie, csrf) = try await harness.login()
+            let page = String(buffer: try await harness.get("/requests", cookie: cookie).body)
+            #expect(page.contains(#"<span id="operator">alice</span>"#))
+            // A form without the session's CSRF token changes nothing.
+            #expect(try await harness.post("/logout", form: [:], cookie: cookie).status == .forbidden)
+            #expect(try await harness.post("/logout", form: ["csrf": csrf], cookie: cookie).status == .seeOther)
+            #expect(try await harness.get("/requests", cookie: cookie).status == .seeOther, "logged out")
+        }
+    }
+
+    @Test func composePreviewsPerLocaleCountsTheTargetAndSendsToTheQueue() async throws {
+        try await withConsole { harness in
+            let (cookie, csrf) = try await harness.login()
+            let form = [
+                "csrf": csrf, "app": harness.app, "target_kind": "topic", "target": "news", "title_loc_key": "SHIPPED_TITLE",
+                "loc_key": "GAME_PLAY_REQUEST_FORMAT", "loc_args": "Jenna,Frank", "localize": "server", "request_id": "console-test-1",
+                "action": "preview",
+            ]
+            let preview = String(buffer: try await harness.post("/compose", form: form, cookie: cookie).body)
+            #expect(preview.contains(#"<strong id="preview-targets">3</strong>"#))
+            #expect(preview.contains("Deine Bestellung ist unterwegs"), "German from the server's catalog")
+            #expect(preview.contains("你的訂單已出貨"))
+            #expect(preview.contains("Send to 3 devices"))
+            let json = try #require(preview.firstMatch(of: /name="request_json" value="([^"]*)"/)?.1)
+                .replacingOccurrences(of: "&quot;", with: "\"").replacingOccurrences(of: "&amp;", with: "&")
+
+            let invalid = try await harness.post("/compose", form: form.merging(["loc_key": "", "loc_args": "x"]) { $1 }, cookie: cookie)
+            #expect(invalid.status == .badRequest && String(buffer: invalid.body).contains("loc_args: need a loc key"))
+            let tooBig = try await harness.post(
+                "/compose",
+                form: form.merging(["title_loc_key": "", "loc_key": "", "loc_args": "", "body": String(repeating: "x", count: 5000)]) { $1 },
+                cookie: cookie)
+            #expect(String(buffer: tooBig.body).contains("payload"), "push-render's own size check names the payload")
+
+            let sent = try await harness.post("/compose", form: ["csrf": csrf, "action": "send", "request_json": json], cookie: cookie)
+            #expect(sent.status == .seeOther)
+            #expect(sent.headers[.location] == "/requests/\(harness.app)/console-test-1")
+            #expect(try await harness.backend.amqp.queueStatus(harness.names.requests.name).messages == 1, "published to push.requests")
+            let report = try await harness.api(.get, "/api/v1/requests/\(harness.app)/console-test-1")
+            #expect(report.status == .ok && report.json["state"] as? String == "queued")
+            let list = try await harness.api(.get, "/api/v1/requests")
+            #expect((list.json["requests"] as? [[String: Any]])?.first?["id"] as? String == "console-test-1")
+            let page = String(buffer: try await harness.get("/requests/\(harness.app)/console-test-1", cookie: cookie).body)
+            #expect(page.contains(#"data-state="queued""#))
+            #expect(try await harness.get("/requests", cookie: cookie).status == .ok)
+        }
+    }
+
+    @Test func theAPIPreviewsSendsAndNamesBadFields() async throws {
+        try await withConsole { harness in
+            let request = #"{"app": "\#(harness.app)", "to": {"users": ["user0", "user1"]}, "payload": {"aps": {"alert": "hi"}}}"#
+            let preview = try await harness.api(.post, "/api/v1/preview", json: request)
+            #expect(preview.status == .ok && preview.json["targets"] as? Int == 2)
+            let bad = try await harness.api(
+                .post, "/api/v1/preview", json: #"{"app": "\#(harness.app)", "to": {"topic": "news"}, "payload": {"aps": {"badge": "x"}}}"#)
+            #expect(bad.status == .badRequest && (bad.json["message"] as? String ?? "").hasPrefix("payload.aps.badge"))
+            let unknown = try await harness.api(
+                .post, "/api/v1/requests", json: #"{"app": "com.nobody", "to": {"all": true}, "payload": {"aps": {}}}"#)
+            #expect(unknown.status == .badRequest && (unknown.json["message"] as? String ?? "").hasPrefix("app"))
+            let sent = try await harness.api(.post, "/api/v1/requests", json: request)
+            #expect(sent.status == .accepted && sent.json["targets"] as? Int == 2 && (sent.json["id"] as? String ?? "").hasPrefix("console-"))
+            let status = try await harness.api(.get, "/api/v1/status")
+            let queues = try #require(status.json["queues"] as? [[String: Any]])
+            #expect(queues.first { $0["name"] as? String == harness.names.requests.name }?["ready"] as? Int == 1)
+            let apps = try #require(status.json["apps"] as? [[String: Any]])
+            #expect(
+                apps.first?["app"] as? String == harness.app && !((apps.first?["problems"] as? [String]) ?? []).isEmpty, "the key file is missing")
+        }
+    }
+
+    @Test func deadLettersAreListedAndReplayedToTheirQueue() async throws {
+        try await withConsole { harness in
+            let body = #"{"id": "dead-1", "app": "\#(harness.app)", "to": {"all": true}, "payload": {"aps": {"alert": "x"}}}"#
+            try await harness.backend.amqp.publish(
+                AMQPOutboundMessage(
+                    exchange: harness.names.exchange, routingKey: harness.names.deadRoutingKey, body: Array(body.utf8),
+                    properties: AMQPProperties(headers: [PushQueues.errorHeader: .string("test: made dead by hand")], persistent: true)))
+            let (cookie, csrf) = try await harness.login()
+            let page = String(buffer: try await harness.get("/dead", cookie: cookie).body)
+            #expect(page.contains("test: made dead by hand"))
+            let key = try #require(page.firstMatch(of: /class="dead-letter" data-key="([0-9a-f]{16})"/)?.1)
+            let listed = try await harness.api(.get, "/api/v1/dead")
+            #expect(
+                (listed.json["dead_letters"] as? [[String: Any]])?.first?["target"] as? String == harness.names.requests.name,
+                "inferred from the body")
+
+            let replayed = try await harness.post("/dead/replay", form: ["csrf": csrf, "key": String(key), "queue": ""], cookie: cookie)
+            #expect(replayed.status == .seeOther)
+            #expect(try await harness.backend.amqp.queueStatus(harness.names.dead).messages == 0)
+            #expect(try await harness.backend.amqp.queueStatus(harness.names.requests.name).messages == 1)
+            let again = try await harness.api(.post, "/api/v1/dead/\(key)/replay")
+            #expect(again.status == .notFound)
+        }
+    }
+
+    @Test func tokensAreLookedUpAndRemoved() async throws {
+        try await withConsole { harness in
+            let (cookie, csrf) = try await harness.login()
+            let token = harness.tokens[1]
+            let found = String(buffer: try await harness.get("/tokens?app=\(harness.app)&token=\(token)", cookie: cookie).body)
+            #expect(found.contains(#"id="token-record""#) && found.contains("user1"))
+            let bad = try await harness.get("/tokens?app=\(harness.app)&token=xyz", cookie: cookie)
+            #expect(bad.status == .badRequest && String(buffer: bad.body).contains("token:"))
+            let removed = try await harness.post("/tokens/delete", form: ["csrf": csrf, "app": harness.app, "token": token], cookie: cookie)
+            #expect(removed.status == .seeOther)
+            let gone = String(buffer: try await harness.get("/tokens?app=\(harness.app)&token=\(token)", cookie: cookie).body)
+            #expect(gone.contains(#"id="token-not-found""#))
+            #expect(try await harness.api(.get, "/api/v1/apps/\(harness.app)/tokens/\(token)").status == .notFound)
+            #expect(try await harness.api(.get, "/api/v1/apps/\(harness.app)/tokens/\(harness.tokens[0])").status == .ok)
+            #expect(try await harness.api(.delete, "/api/v1/apps/\(harness.app)/tokens/\(harness.tokens[0])").status == .noContent)
+        }
+    }
+
+    @Test func pauseNotesExpireWithThePause() async throws {
+        let redis = try await TestServers.connectRedis(logger: Self.logger)
+        let prefix = TestServers.uniqueName("test-pauses")
+        let notes = AppPauseNotes(redis: redis, keyPrefix: prefix)
+        try await notes.write(app: "a", reason: "ExpiredProviderToken", duration: .milliseconds(300))
+        #expect(try await notes.read(apps: ["a", "b"])["a"]?.reason == "ExpiredProviderToken")
+        try await Task.sleep(for: .milliseconds(450))
+        #expect(try await notes.read(apps: ["a"]).isEmpty)
+        await redis.close()
+    }
+}
