@@ -8,6 +8,8 @@
 #   apns-sandbox   --port 2197 --admin-port 2198 --ca-out <local dir>/apns-sandbox-ca.pem
 #   push-ingest    PUSH_HTTP_PORT=8080     push-render  PUSH_HTTP_PORT=9101
 #   push-send      PUSH_HTTP_PORT=9102     push-feedback PUSH_HTTP_PORT=9103
+#   push-console   PUSH_HTTP_PORT=8090, with a local operator `admin` whose random password is kept
+#                  in <local dir>/console-password-<instance> (made once; PUSH_RUN_CONSOLE=0: no console)
 # with PUSH_AMQP_URL, PUSH_REDIS_URL and (when apns-sandbox runs) PUSH_APNS_ENDPOINT and
 # PUSH_APNS_CA_FILE set; every output line is prefixed with the service's name.
 # Ctrl-C, SIGTERM or SIGHUP, or any service exiting, stops everything: SIGTERM to the four
@@ -16,7 +18,8 @@
 # Environment: PUSH_BIN_DIR (default <package root>/.build/debug), PUSH_LOCAL_DIR, and any PUSH_*
 # setting the services read (PUSH_LOG_LEVEL, PUSH_APPS_FILE, ...). A second stack beside the first
 # (make demo): PUSH_RUN_NAME (instance name, dev), PUSH_RUN_AMQP_PORT, PUSH_RUN_REDIS_PORT,
-# PUSH_RUN_SANDBOX_PORT, PUSH_RUN_SANDBOX_ADMIN_PORT, PUSH_RUN_HTTP_PORTS ("8080 9101 9102 9103").
+# PUSH_RUN_SANDBOX_PORT, PUSH_RUN_SANDBOX_ADMIN_PORT, PUSH_RUN_HTTP_PORTS ("8080 9101 9102 9103"),
+# PUSH_RUN_CONSOLE_PORT (8090).
 set -uo pipefail
 
 SCRIPTS="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -27,7 +30,7 @@ PROG=run-local
 case ${1:-} in
     "") ;;
     -h | --help)
-        sed -n '2,21s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+        sed -n '2,24s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
         exit 0
         ;;
     *)
@@ -46,6 +49,7 @@ SANDBOX_ADMIN_PORT="${PUSH_RUN_SANDBOX_ADMIN_PORT:-2198}"
 read -r -a SERVICE_PORTS <<<"${PUSH_RUN_HTTP_PORTS:-8080 9101 9102 9103}"
 CA_FILE="$PUSH_LOCAL_DIR/apns-sandbox-ca-$INSTANCE.pem"
 STOP_TIMEOUT="${PUSH_RUN_STOP_TIMEOUT:-20}"
+CONSOLE_PORT="${PUSH_RUN_CONSOLE_PORT:-8090}"
 
 log() { printf '%-13s | %s\n' "$PROG" "$*"; }
 
@@ -125,7 +129,9 @@ trap cleanup EXIT
 
 # --- which services exist -------------------------------------------------------------------
 SERVICES=(push-ingest push-render push-send push-feedback)
-declare -A HTTP_PORT=([push-ingest]=${SERVICE_PORTS[0]} [push-render]=${SERVICE_PORTS[1]} [push-send]=${SERVICE_PORTS[2]} [push-feedback]=${SERVICE_PORTS[3]})
+[[ ${PUSH_RUN_CONSOLE:-1} == 0 ]] || SERVICES+=(push-console)
+declare -A HTTP_PORT=([push-ingest]=${SERVICE_PORTS[0]} [push-render]=${SERVICE_PORTS[1]} [push-send]=${SERVICE_PORTS[2]} [push-feedback]=${SERVICE_PORTS[3]}
+    [push-console]=$CONSOLE_PORT)
 present=()
 for s in apns-sandbox "${SERVICES[@]}"; do
     [[ -x $BIN_DIR/$s ]] && present+=("$s")
@@ -188,6 +194,23 @@ else
     log "apns-sandbox was not built; the services use the APNs endpoints of the apps file"
 fi
 
+# --- the console's local operator: `admin` with a random password, made once, kept under .local ----
+CONSOLE_ENV=()
+CONSOLE_PASSWORD_FILE="$PUSH_LOCAL_DIR/console-password-$INSTANCE"
+if [[ " ${SERVICES[*]} " == *" push-console "* && -x $BIN_DIR/push-console && -x $BIN_DIR/pushctl ]]; then
+    operators="${PUSH_CONSOLE_OPERATORS_FILE:-$PUSH_LOCAL_DIR/console-operators-$INSTANCE.json}"
+    if [[ -z ${PUSH_CONSOLE_OPERATORS_FILE:-} && ! ( -s $operators && -s $CONSOLE_PASSWORD_FILE ) ]]; then
+        password=$(openssl rand -hex 12) || exit 1
+        hash=$(printf '%s\n' "$password" | "$BIN_DIR/pushctl" console hash-password) || exit 1
+        (umask 077 && printf '%s\n' "$password" >"$CONSOLE_PASSWORD_FILE" \
+            && printf '{"operators": [{"name": "admin", "password": "%s"}]}\n' "$hash" >"$operators") || exit 1
+        unset password hash
+        log "made the console's local operator admin (password in $CONSOLE_PASSWORD_FILE)"
+    fi
+    # Loopback only: the console is for the operators of this machine.
+    CONSOLE_ENV=(PUSH_CONSOLE_OPERATORS_FILE="$operators" PUSH_HTTP_HOST=127.0.0.1)
+fi
+
 # Copy-paste next steps for a newcomer: register a device, send it a push three ways, watch it.
 print_next_steps() {
     local ingest="http://127.0.0.1:${HTTP_PORT[push-ingest]}" admin="http://127.0.0.1:$SANDBOX_ADMIN_PORT"
@@ -215,14 +238,25 @@ Try it (in another terminal):
    curl -s http://127.0.0.1:${HTTP_PORT[push-send]}/metrics | grep push_send_delivered   # push-send's metrics (push-render ${HTTP_PORT[push-render]}, push-feedback ${HTTP_PORT[push-feedback]}, push-ingest ${HTTP_PORT[push-ingest]})
    PUSH_AMQP_URL='$amqp' $pushctl queues           # queue depths
    PUSH_APPS_FILE=config/apps.json $pushctl apps check   # the apps file and its credentials
-
+   $pushctl request hello-1 --app com.example.game       # the push's delivery report
 NEXT
+    if ((${#CONSOLE_ENV[@]})); then
+        cat <<NEXT
+4. The console: http://127.0.0.1:${HTTP_PORT[push-console]}  (user admin; password: cat $CONSOLE_PASSWORD_FILE)
+NEXT
+    fi
+    echo
 }
 
-# --- the four services ------------------------------------------------------------------------
+# --- the services ------------------------------------------------------------------------
 for s in "${SERVICES[@]}"; do
     [[ -x $BIN_DIR/$s ]] || continue
-    launch "$s" env PUSH_HTTP_PORT="${HTTP_PORT[$s]}" "$BIN_DIR/$s"
+    if [[ $s == push-console ]]; then
+        ((${#CONSOLE_ENV[@]})) || continue
+        launch "$s" env PUSH_HTTP_PORT="${HTTP_PORT[$s]}" "${CONSOLE_ENV[@]}" "$BIN_DIR/$s"
+    else
+        launch "$s" env PUSH_HTTP_PORT="${HTTP_PORT[$s]}" "$BIN_DIR/$s"
+    fi
     SERVICE_PIDS+=("$LAUNCHED_PID")
 done
 log "running; press Ctrl-C to stop everything"

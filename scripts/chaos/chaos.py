@@ -1090,7 +1090,8 @@ def run_scenario(stack, name, latency, n_tokens):
 
     # check (push-send's counters first: stop_all ends the process)
     r.lost_answers = lost_answers(stack.port["push-send"])
-    check(stack, r, result, qs, tokens)
+    accepted = check(stack, r, result, qs, tokens)
+    check_report(stack, result, request_id, accepted, len(r.dead))
     statuses = stack.stop_all()
     for svc, code in statuses.items():
         if code not in (0, None):
@@ -1228,6 +1229,33 @@ def check(stack, r, result, qs, tokens):
         result["dead_letter_sample"] = peek_dead(stack)
     result["stats"] = {k: st.get(k) for k in ("requests", "delivered", "by_status", "by_reason", "goaways",
                                               "dropped_connections", "distinct_delivered", "duplicates") if k in st}
+    return int(st["distinct_delivered"]) if "distinct_delivered" in st else len(counts)
+
+
+def check_report(stack, result, request_id, accepted, dead):
+    """The request's delivery report (`pushctl request --json`) against what the sandbox received: done,
+    delivered = the distinct tokens the sandbox accepted, removed = the dead tokens, and every token
+    it sent with one final outcome."""
+    argv = [str(stack.bin / "pushctl"), "request", request_id, "--app", APP, "--json", "--redis-url", stack.services_redis_url]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+        report = json.loads(done.stdout) if done.returncode == 0 else None
+    except (subprocess.TimeoutExpired, ValueError):
+        report = None
+    if report is None:
+        result["why"].append(f"no delivery report of {request_id}")
+        return
+    result["report"] = {k: report.get(k) for k in ("state", "sent", "delivered", "failed_total", "retried", "removed")}
+    log("  report: " + ", ".join(f"{k} {v}" for k, v in result["report"].items()) + f"; the sandbox accepted {accepted} distinct tokens")
+    if report.get("state") != "done":
+        result["why"].append(f"report state {report.get('state')}, not done")
+    if report.get("delivered") != accepted:
+        result["why"].append(f"report says {report.get('delivered')} delivered, the sandbox accepted {accepted} distinct tokens")
+    if report.get("removed") != dead:
+        result["why"].append(f"report says {report.get('removed')} removed, {dead} dead tokens")
+    final = (report.get("delivered") or 0) + (report.get("failed_total") or 0)
+    if final != report.get("sent"):
+        result["why"].append(f"report: {final} final outcomes for {report.get('sent')} tokens sent")
 
 
 def peek_dead(stack, n=3):
@@ -1319,7 +1347,7 @@ def main():
     if args.tokens < 100:
         print("chaos: --tokens must be at least 100", file=sys.stderr)
         return 2
-    missing = [b for b in ["apns-sandbox", *SERVICES] if not (Path(args.bin_dir) / b).is_file()]
+    missing = [b for b in ["apns-sandbox", "pushctl", *SERVICES] if not (Path(args.bin_dir) / b).is_file()]
     if missing:
         print(f"chaos: missing in {args.bin_dir}: {', '.join(missing)} (swift build first)", file=sys.stderr)
         return 3
