@@ -243,6 +243,7 @@ let package = Package(
             dependencies: [
                 "AMQP",
                 "CCrashSignal",
+                "IOSupport",
                 "Redis",
                 "PushCore",
                 .product(name: "Logging", package: "swift-log"),
@@ -332,6 +333,7 @@ let package = Package(
                 "PushServiceKit",
                 "PushCore",
                 "TestSupport",
+                "Redis",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),

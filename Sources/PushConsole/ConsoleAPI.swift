@@ -40,7 +40,7 @@ struct ConsoleAPI: Sendable {
 
     func report(context: ConsoleRequestContext) async -> Response {
         do {
-            let report = try await backend.report(app: context.parameters.get("app") ?? "", requestID: context.parameters.get("id") ?? "")
+            let report = try await backend.report(app: context.pathParameter("app"), requestID: context.pathParameter("id"))
             return Self.json(report.jsonObject)
         } catch {
             return Self.failure(error)
@@ -104,7 +104,7 @@ struct ConsoleAPI: Sendable {
         let fields = FormFields.parse(request.uri.query ?? "")
         do {
             let queue = try await backend.replay(
-                key: context.parameters.get("key") ?? "", to: fields["queue"].flatMap { $0.isEmpty ? nil : $0 },
+                key: context.pathParameter("key"), to: fields["queue"].flatMap { $0.isEmpty ? nil : $0 },
                 operatorName: context.operatorName ?? "-")
             return Self.json(["replayed": 1, "queue": queue])
         } catch {
@@ -133,7 +133,7 @@ struct ConsoleAPI: Sendable {
 
     func device(context: ConsoleRequestContext) async -> Response {
         do {
-            guard let record = try await backend.device(app: context.parameters.get("app") ?? "", token: context.parameters.get("token") ?? "") else {
+            guard let record = try await backend.device(app: context.pathParameter("app"), token: context.pathParameter("token")) else {
                 return Self.failure(ConsoleError(status: 404, code: "not_found", "no device with this token is registered"))
             }
             return Response(
@@ -146,7 +146,7 @@ struct ConsoleAPI: Sendable {
     func deleteDevice(context: ConsoleRequestContext) async -> Response {
         do {
             let removed = try await backend.removeDevice(
-                app: context.parameters.get("app") ?? "", token: context.parameters.get("token") ?? "", operatorName: context.operatorName ?? "-")
+                app: context.pathParameter("app"), token: context.pathParameter("token"), operatorName: context.operatorName ?? "-")
             return removed
                 ? Response(status: .noContent) : Self.failure(ConsoleError(status: 404, code: "not_found", "no device with this token is registered"))
         } catch {

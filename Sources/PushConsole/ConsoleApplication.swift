@@ -21,6 +21,12 @@ public struct ConsoleRequestContext: RequestContext {
     public init(source: ApplicationRequestContextSource) {
         coreContext = CoreRequestContextStorage(source: source)
     }
+
+    /// A path parameter percent-decoded (a request id may hold `/`, spaces or any letter); empty when
+    /// absent or not decodable.
+    func pathParameter(_ name: String) -> String {
+        parameters.get(name).flatMap { $0.removingPercentEncoding } ?? ""
+    }
 }
 
 /// Builds push-console's listener on `PUSH_HTTP_HOST`:`PUSH_HTTP_PORT` (default 8090); `main` and the

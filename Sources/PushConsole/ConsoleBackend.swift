@@ -179,10 +179,14 @@ public struct ConsoleBackend: Sendable {
                 recent += try await reports.recent(app: app, limit: limit).map { (app, $0.id, $0.at) }
             }
             recent.sort { $0.at > $1.at }
+            let newest = recent.prefix(limit)
             var found: [RequestReport] = []
-            for entry in recent.prefix(limit) {
-                if let report = try await reports.report(app: entry.app, requestID: entry.id) { found.append(report) }
+            for app in appIDs {
+                found += try await reports.reports(app: app, requestIDs: newest.filter { $0.app == app }.map(\.id))
             }
+            let order = Dictionary(
+                newest.enumerated().map { ("\($0.element.app)\n\($0.element.id)", $0.offset) }, uniquingKeysWith: { first, _ in first })
+            found.sort { (order["\($0.app)\n\($0.id)"] ?? 0) < (order["\($1.app)\n\($1.id)"] ?? 0) }
             return found
         } catch {
             throw ConsoleError.unavailable("Redis", error)

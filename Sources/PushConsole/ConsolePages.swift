@@ -214,8 +214,8 @@ struct ConsolePages: Sendable {
     }
 
     func requestPage(context: ConsoleRequestContext) async -> Response {
-        let app = context.parameters.get("app") ?? ""
-        let id = context.parameters.get("id") ?? ""
+        let app = context.pathParameter("app")
+        let id = context.pathParameter("id")
         do {
             let report = try await backend.report(app: app, requestID: id)
             return page("request", title: "Request \(id)", context: context, Self.reportValues(report))

@@ -44,7 +44,7 @@ public struct FeedbackQueueConsumer: Service {
     private let now: @Sendable () -> Int64
     private let crashGuard: CrashGuard?
     /// Where removals are counted in their request's report (nil: not counted).
-    private let reports: RequestReports?
+    private let reports: ReportWriter?
 
     /// - Parameters:
     ///   - apps: the configured apps; events for other apps are dead-lettered. `nil` accepts any app.
@@ -63,7 +63,7 @@ public struct FeedbackQueueConsumer: Service {
         now: @escaping @Sendable () -> Int64 = FeedbackClock.milliseconds
     ) {
         self.amqp = amqp
-        self.reports = reports
+        self.reports = reports.map { ReportWriter(reports: $0, logger: logger) }
         self.crashGuard = crashGuard
         self.remover = TokenRemover(registry: registry, amqp: amqp, queues: queues, noteLifetime: configuration.removalNoteLifetime, metrics: metrics)
         self.apps = apps
@@ -176,10 +176,11 @@ public struct FeedbackQueueConsumer: Service {
 
     /// Counts each removal in the report of the request that found the token invalid: a token removed
     /// now, or found removed on a redelivery (an earlier try removed it and may have stopped before
-    /// counting it). One field per token, so counting twice is harmless. A failed write is logged.
+    /// counting it). One field per token, so counting twice is harmless. What Redis cannot take now
+    /// waits in the ``PushServiceKit/ReportWriter``.
     private func countRemovals(_ reports: [InvalidTokenReport], steps: [TokenRemover.Step], deliveries: [AMQPDelivery], owners: [Int]) async {
         guard let requestReports = self.reports else { return }
-        var removals: [(app: String, requestID: String, token: String)] = []
+        var removals: [ReportWriter.Update] = []
         for (position, step) in steps.enumerated() where position < reports.count {
             guard let requestID = reports[position].requestID else { continue }
             switch step.outcome {
@@ -190,13 +191,9 @@ public struct FeedbackQueueConsumer: Service {
             default:
                 continue
             }
-            removals.append((reports[position].app, requestID, reports[position].token.hex))
+            removals.append(.removed(app: reports[position].app, requestID: requestID, token: reports[position].token.hex))
         }
-        do {
-            try await requestReports.recordRemoved(removals)
-        } catch {
-            logger.warning("could not count removed tokens in their requests' reports", metadata: ["push.error": "\(error)"])
-        }
+        await requestReports.write(removals)
     }
 
     /// Whether an earlier try may have applied this delivery: the broker redelivered it, or it came back

@@ -36,7 +36,7 @@ public struct SendBatchProcessor: Sendable {
     let configuration: SendConfiguration
     let metrics: SendMetrics
     /// Where settled batches are counted for the request reports (nil: not counted).
-    let reports: RequestReports?
+    let reports: ReportWriter?
     /// Where credential pauses are noted for operators (nil: not noted).
     let pauseNotes: AppPauseNotes?
     let settler: DeliverySettler
@@ -77,7 +77,7 @@ public struct SendBatchProcessor: Sendable {
         self.policy = RetryPolicy(tiers: queues.send.retryTiers, maxAttempts: configuration.maxAttempts, maxDeferrals: configuration.maxDeferrals)
         self.configuration = configuration
         self.metrics = clients.metrics
-        self.reports = reports
+        self.reports = reports.map { ReportWriter(reports: $0, logger: logger) }
         self.pauseNotes = pauseNotes
         // Send batches never ask for a retry of the whole batch: their tokens' retries are batches of
         // their own (SendBatchPlan).
@@ -169,7 +169,7 @@ public struct SendBatchProcessor: Sendable {
         if app.delivery.guarantee == .atMostOnce {
             await releaseClaims(of: plan, app: app.bundleID, logger: logger)
         }
-        await countInReport(plan, app: app.bundleID, markKey: markKey, logger: logger)
+        await countInReport(plan, outcomes: report.outcomes, app: app.bundleID, markKey: markKey, logger: logger)
         return (.ackAfterPublishing(plan.messages(queues: queues)), (plan, settlement))
     }
 
@@ -190,24 +190,31 @@ public struct SendBatchProcessor: Sendable {
         )
     }
 
-    /// Counts the batch in its request's report before the batch is acked (so a crash before the ack
-    /// makes the redelivered copy count it again, replacing this count). The delivered count is read
-    /// from the marks after this copy's marks are written, so it includes what any other copy of the
-    /// mark set delivered. A failed write is logged: reports never hold up delivery.
-    private func countInReport(_ plan: SendBatchPlan, app: String, markKey: String, logger: Logger) async {
+    /// Counts the batch in its request's report before the batch is acked, so a crash before the ack
+    /// makes the redelivered copy count it again (replacing this count). Delivered is what the mark
+    /// set's marks say once this copy's marks are written (so it includes what any other copy of the
+    /// mark set delivered), joined with what this copy itself saw accepted (in case Redis lost marks).
+    /// When Redis cannot take the count, ``PushServiceKit/ReportWriter`` keeps it until it can:
+    /// reports never hold up delivery.
+    private func countInReport(
+        _ plan: SendBatchPlan, outcomes: [(token: String, outcome: TokenOutcome)], app: String, markKey: String, logger: Logger
+    ) async {
         guard let reports else { return }
         let batch = plan.batch
-        do {
-            let accepted = try await ledger.marks(key: markKey).acceptedCount
-            let tally = BatchTally(
-                failed: plan.failures.mapValues(\.count), retried: plan.retried.values.reduce(0, +), deferred: plan.deferred.values.reduce(0, +))
-            let settled = RequestReports.SettledBatch(
-                requestID: batch.requestID, markSet: batch.effectiveMarkSet, accepted: accepted,
-                batchKey: "\(batch.batchID)#\(SendBatch.fingerprint(batch.tokens))", tally: tally, deliveredAny: plan.delivered > 0)
-            try await reports.recordSettled(app: app, batches: [settled], now: plan.now)
-        } catch {
-            logger.warning("could not count the batch in its request's report", metadata: ["push.error": "\(error)"])
+        var slotOfToken: [String: Int] = [:]
+        for index in batch.tokens.indices { slotOfToken[batch.tokens[index]] = batch.slot(at: index) }
+        let marks = try? await ledger.marks(key: markKey)
+        var accepted = marks?.acceptedCount ?? 0
+        for (token, outcome) in outcomes where outcome == .delivered {
+            if let slot = slotOfToken[token], marks?.isAccepted(slot: slot) != true { accepted += 1 }
         }
+        let tally = BatchTally(
+            failed: plan.failures.mapValues(\.count), retried: plan.retried.values.reduce(0, +), deferred: plan.deferred.values.reduce(0, +))
+        let settled = RequestReports.SettledBatch(
+            requestID: batch.requestID, markSet: batch.effectiveMarkSet, accepted: accepted,
+            batchKey: "\(batch.batchID)#\(SendBatch.fingerprint(batch.tokens))", tally: tally,
+            tokens: batch.markSet == nil ? batch.tokens.count : nil, deliveredAt: plan.delivered > 0 ? plan.now : nil)
+        await reports.write([.settled(app: app, batch: settled)])
     }
 
     // MARK: Sending

@@ -77,28 +77,34 @@ public struct RequestReports: Sendable {
         /// copy replaces its earlier tally instead of adding to it.
         public var batchKey: String
         public var tally: BatchTally
-        /// Whether this batch delivered anything (for the first and last delivery times).
-        public var deliveredAny: Bool
+        /// Tokens of the mark set (for a batch push-render made: its tokens; nil for a retry, whose
+        /// original batch counted them).
+        public var tokens: Int?
+        /// When this batch delivered something (ms; nil: nothing), for the first and last delivery times.
+        public var deliveredAt: Int64?
 
-        public init(requestID: String, markSet: String, accepted: Int, batchKey: String, tally: BatchTally, deliveredAny: Bool) {
+        public init(
+            requestID: String, markSet: String, accepted: Int, batchKey: String, tally: BatchTally, tokens: Int? = nil, deliveredAt: Int64?
+        ) {
             self.requestID = requestID
             self.markSet = markSet
             self.accepted = accepted
             self.batchKey = batchKey
             self.tally = tally
-            self.deliveredAny = deliveredAny
+            self.tokens = tokens
+            self.deliveredAt = deliveredAt
         }
     }
 
     /// Records settled batches of `app` in one pipeline (one script call per batch).
-    public func recordSettled(app: String, batches: [SettledBatch], now: Int64) async throws(RedisError) {
+    public func recordSettled(app: String, batches: [SettledBatch]) async throws(RedisError) {
         guard !batches.isEmpty else { return }
         var commands: [RedisCommand] = []
         for batch in batches {
             var command: RedisCommand = ["EVALSHA", Self.settledScript.sha1, "1", reportKey(app: app, requestID: batch.requestID)]
             for argument in [
-                "m:\(batch.markSet)", String(batch.accepted), "b:\(batch.batchKey)", batch.tally.encoded, batch.deliveredAny ? String(now) : "",
-                String(ttlSeconds),
+                "m:\(batch.markSet)", String(batch.accepted), "b:\(batch.batchKey)", batch.tally.encoded, batch.deliveredAt.map(String.init) ?? "",
+                String(ttlSeconds), "n:\(batch.markSet)", batch.tokens.map(String.init) ?? "",
             ] {
                 command.append(argument)
             }
@@ -109,7 +115,7 @@ public struct RequestReports: Sendable {
 
     /// `KEYS[1]` report; `ARGV[1]` mark-set field, `ARGV[2]` accepted (kept if larger), `ARGV[3]`
     /// batch field, `ARGV[4]` its tally (empty: removed), `ARGV[5]` delivery time ms (empty: none),
-    /// `ARGV[6]` TTL s.
+    /// `ARGV[6]` TTL s, `ARGV[7]` the mark set's token-count field, `ARGV[8]` its tokens (empty: leave).
     static let settledScript = RedisScript(
         """
         local seen = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0') or 0
@@ -122,6 +128,7 @@ public struct RequestReports: Sendable {
           local last = tonumber(redis.call('HGET', KEYS[1], 'last') or '')
           if not last or at > last then redis.call('HSET', KEYS[1], 'last', ARGV[5]) end
         end
+        if ARGV[8] ~= '' then redis.call('HSET', KEYS[1], ARGV[7], ARGV[8]) end
         redis.call('EXPIRE', KEYS[1], ARGV[6])
         return 1
         """
@@ -153,6 +160,27 @@ public struct RequestReports: Sendable {
         return RequestReport(
             id: requestID, app: app, progress: try Self.hash(replies[0].throwingServerError()),
             report: try Self.hash(replies[1].throwingServerError()))
+    }
+
+    /// The reports of `requestIDs` of `app` in one pipeline, in order; the unknown or expired are left out.
+    public func reports(app: String, requestIDs: [String]) async throws(RedisError) -> [RequestReport] {
+        guard !requestIDs.isEmpty else { return [] }
+        var commands: [RedisCommand] = []
+        for id in requestIDs {
+            commands.append(RedisCommand(["HGETALL", Self.progressKey(prefix: keyPrefix, app: app, requestID: id)]))
+            commands.append(RedisCommand(["HGETALL", reportKey(app: app, requestID: id)]))
+        }
+        let replies = try await redis.pipeline(commands)
+        guard replies.count == commands.count else {
+            throw RedisError(.protocolError, "HGETALL: \(replies.count) replies to \(commands.count) commands")
+        }
+        var found: [RequestReport] = []
+        for (index, id) in requestIDs.enumerated() {
+            let progress = try Self.hash(replies[2 * index].throwingServerError())
+            let report = try Self.hash(replies[2 * index + 1].throwingServerError())
+            if let assembled = RequestReport(id: id, app: app, progress: progress, report: report) { found.append(assembled) }
+        }
+        return found
     }
 
     /// The newest `limit` request ids of `app` with when they were first seen (ms), newest first.

@@ -167,6 +167,15 @@ import TokenRegistry
             let page = String(buffer: try await harness.get("/requests/\(harness.app)/console-test-1", cookie: cookie).body)
             #expect(page.contains(#"data-state="queued""#))
             #expect(try await harness.get("/requests", cookie: cookie).status == .ok)
+
+            // An id with a slash and a space: its page and its API answer are found by the encoded path.
+            let odd = try await harness.api(
+                .post, "/api/v1/requests",
+                json: #"{"id": "order 47/11", "app": "\#(harness.app)", "to": {"all": true}, "payload": {"aps": {"alert": "x"}}}"#)
+            #expect(odd.status == .accepted)
+            let oddPage = try await harness.get("/requests/\(harness.app)/order%2047%2F11", cookie: cookie)
+            #expect(oddPage.status == .ok && String(buffer: oddPage.body).contains("order 47/11"))
+            #expect(try await harness.api(.get, "/api/v1/requests/\(harness.app)/order%2047%2F11").json["id"] as? String == "order 47/11")
         }
     }
 

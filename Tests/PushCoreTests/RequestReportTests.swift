@@ -24,6 +24,14 @@ struct RequestReportTests {
         #expect(report.state == .sending, "235 + 11 of 250 tokens have a final outcome")
     }
 
+    @Test func sentIsTheLargerOfRendersCountAndTheTokensPushSendSettled() throws {
+        let short = RequestReport(
+            id: "r", app: "a", progress: ["state": "done", "tokens": "90"], report: ["n:x#1": "60", "n:y#2": "40", "m:x#1": "60", "m:y#2": "40"])
+        #expect(short?.sent == 100 && short?.targeted == 100 && short?.state == .done)
+        let early = RequestReport(id: "r", app: "a", progress: ["state": "done", "tokens": "100"], report: ["n:x#1": "60", "m:x#1": "60"])
+        #expect(early?.sent == 100 && early?.state == .sending, "push-send has not settled every batch yet")
+    }
+
     @Test func theStateFollowsRenderingAndFinalOutcomes() throws {
         #expect(RequestReport(id: "r", app: "a", progress: [:], report: [:]) == nil, "nothing known")
         #expect(RequestReport(id: "r", app: "a", progress: [:], report: ["queued_at": "1"])?.state == .queued)

@@ -9,6 +9,7 @@
 /// | `queued_at` | whoever published it through the console or `pushctl publish` | ms since 1970 |
 /// | `dead` | push-render, when it dead-lettered the request | the reason |
 /// | `m:<mark set>` | push-send, at every settled batch of that mark set | tokens of the mark set APNs accepted (the most seen) |
+/// | `n:<mark set>` | push-send, at a settled batch push-render made | the batch's tokens |
 /// | `b:<batch id>#<fingerprint>` | push-send, at every settled batch | that batch's ``BatchTally`` (a redelivered copy overwrites it) |
 /// | `x:<token>` | push-feedback | `1`: the token was removed as invalid |
 /// | `first`, `last` | push-send | ms of the first and last settled batch that delivered anything |
@@ -40,7 +41,8 @@ public struct RequestReport: Sendable, Equatable {
     public var skipped: Int
     /// Send batches push-render published.
     public var batches: Int
-    /// Tokens push-render handed to push-send.
+    /// Tokens push-render handed to push-send: the larger of push-render's count and the tokens of
+    /// the batches push-send settled (push-render's can fall short after a Redis restart mid fan-out).
     public var sent: Int
     /// Tokens APNs accepted (each at most once).
     public var delivered: Int
@@ -67,9 +69,7 @@ public struct RequestReport: Sendable, Equatable {
         self.id = id
         self.app = app
         batches = Self.count(progress["sequence"])
-        sent = Self.count(progress["tokens"])
         skipped = Self.count(progress["skipped"])
-        targeted = sent + skipped
         startedAt = progress["started_at"].flatMap { Int64($0) }
         queuedAt = report["queued_at"].flatMap { Int64($0) }
         firstDeliveryAt = report["first"].flatMap { Int64($0) }
@@ -80,9 +80,12 @@ public struct RequestReport: Sendable, Equatable {
         var retried = 0
         var deferred = 0
         var removed = 0
+        var settledTokens = 0
         for (field, value) in report {
             if field.hasPrefix("m:") {
                 delivered += Self.count(value)
+            } else if field.hasPrefix("n:") {
+                settledTokens += Self.count(value)
             } else if field.hasPrefix("b:") {
                 let tally = BatchTally(encoded: value)
                 for (reason, count) in tally.failed { failed[reason, default: 0] += count }
@@ -92,6 +95,8 @@ public struct RequestReport: Sendable, Equatable {
                 removed += 1
             }
         }
+        sent = max(Self.count(progress["tokens"]), settledTokens)
+        targeted = sent + skipped
         self.delivered = delivered
         self.failed = failed
         self.retried = retried

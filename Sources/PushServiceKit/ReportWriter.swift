@@ -1,0 +1,159 @@
+import IOSupport
+public import Logging
+public import PushCore
+import Redis
+import Synchronization
+
+/// Writes a service's report updates (``RequestReports``) so that Redis trouble does not lose them.
+///
+/// Every update is idempotent (a mark set's count is kept when larger, a batch's tally replaces its
+/// earlier one, a removal is a field per token), which allows two things:
+/// - **Retry.** An update whose write failed is kept, in order, and written again (with backoff)
+///   until Redis takes it; the caller goes on (reports never hold up delivery). At most
+///   ``maximumPending`` wait; beyond that the oldest are dropped, with a warning.
+/// - **Replay.** Redis with `appendfsync everysec` may lose the last second of writes it confirmed
+///   when it is killed. Updates written in the last ``replayWindow`` are kept, and once a write fails
+///   (the sign of Redis trouble) they are written again in front of the waiting ones.
+///
+/// Lost only when Redis is down or loses data *and* this process dies before Redis is back.
+public final class ReportWriter: Sendable {
+    public enum Update: Sendable {
+        case settled(app: String, batch: RequestReports.SettledBatch)
+        case removed(app: String, requestID: String, token: String)
+    }
+
+    private struct Written {
+        let at: ContinuousClock.Instant
+        let update: Update
+    }
+
+    private struct State {
+        var pending: [Update] = []
+        var recent: [Written] = []
+        var isFlushing = false
+        var replay = false
+        var dropped = 0
+    }
+
+    public static let maximumPending = 100_000
+    public static let replayWindow: Duration = .seconds(5)
+
+    private let reports: RequestReports
+    private let logger: Logger
+    private let state = Mutex(State())
+
+    public init(reports: RequestReports, logger: Logger) {
+        self.reports = reports
+        self.logger = logger
+    }
+
+    /// Writes `updates` now; when that fails they wait for Redis in the background. Returns once
+    /// written or queued (never throws).
+    public func write(_ updates: [Update]) async {
+        guard !updates.isEmpty else { return }
+        let queued = state.withLock { state -> Bool in
+            guard state.isFlushing || !state.pending.isEmpty || state.replay else { return false }
+            enqueue(updates, into: &state)
+            return true
+        }
+        if queued { return }
+        do {
+            try await send(updates)
+            remember(updates)
+        } catch {
+            logger.warning(
+                "could not write delivery-report updates; they wait for Redis",
+                metadata: ["push.error": "\(error)", "push.updates": "\(updates.count)"])
+            let start = state.withLock { state -> Bool in
+                enqueue(updates, into: &state)
+                state.replay = true
+                let start = !state.isFlushing
+                state.isFlushing = true
+                return start
+            }
+            if start { Task { await self.flush() } }
+        }
+    }
+
+    /// Updates waiting for Redis (for tests and the log).
+    public var pendingCount: Int { state.withLock { $0.pending.count } }
+
+    private func enqueue(_ updates: [Update], into state: inout State) {
+        state.pending += updates
+        let excess = state.pending.count - Self.maximumPending
+        if excess > 0 {
+            state.pending.removeFirst(excess)
+            state.dropped += excess
+        }
+    }
+
+    private func remember(_ updates: [Update]) {
+        let now = ContinuousClock.now
+        state.withLock { state in
+            state.recent += updates.map { Written(at: now, update: $0) }
+            let cutoff = now - Self.replayWindow
+            if let keep = state.recent.firstIndex(where: { $0.at >= cutoff }) {
+                if keep > 0 { state.recent.removeFirst(keep) }
+            } else {
+                state.recent.removeAll()
+            }
+            if state.recent.count > Self.maximumPending { state.recent.removeFirst(state.recent.count - Self.maximumPending) }
+        }
+    }
+
+    private func flush() async {
+        var failures = 0
+        while true {
+            let (batch, replayed, dropped) = state.withLock { state -> ([Update], Int, Int) in
+                var batch: [Update] = []
+                var replayed = 0
+                if state.replay {
+                    batch = state.recent.map(\.update)
+                    replayed = batch.count
+                }
+                batch += state.pending.prefix(1000)
+                let dropped = state.dropped
+                state.dropped = 0
+                if batch.isEmpty { state.isFlushing = false }
+                return (batch, replayed, dropped)
+            }
+            if dropped > 0 {
+                logger.warning(
+                    "dropped delivery-report updates: too many waited for Redis (reports of those requests undercount)",
+                    metadata: ["push.dropped": "\(dropped)"])
+            }
+            if batch.isEmpty { return }
+            do {
+                try await send(batch)
+                failures = 0
+                let fresh = Array(batch.dropFirst(replayed))
+                state.withLock { state in
+                    state.replay = false
+                    state.pending.removeFirst(Swift.min(fresh.count, state.pending.count))
+                }
+                remember(fresh)
+                if replayed > 0 {
+                    logger.info("wrote delivery-report updates again after Redis trouble", metadata: ["push.updates": "\(batch.count)"])
+                }
+            } catch {
+                try? await Task.sleep(for: Backoff.redis.delay(afterFailures: failures))
+                failures += 1
+            }
+        }
+    }
+
+    private func send(_ updates: [Update]) async throws(RedisError) {
+        var settled: [String: [RequestReports.SettledBatch]] = [:]
+        var removed: [(app: String, requestID: String, token: String)] = []
+        for update in updates {
+            switch update {
+            case .settled(let app, let batch): settled[app, default: []].append(batch)
+            case .removed(let app, let requestID, let token): removed.append((app, requestID, token))
+            }
+        }
+        for (app, batches) in settled {
+            try await reports.recordSettled(app: app, batches: batches)
+        }
+        try await reports.recordRemoved(removed)
+    }
+}
