@@ -11,8 +11,10 @@ public import PushServiceKit
 public typealias ConsoleApplication = Application<RouterResponder<ConsoleRequestContext>>
 
 /// The request context: who is asking, once ``ConsoleAuthentication`` found out.
-public struct ConsoleRequestContext: RequestContext {
+public struct ConsoleRequestContext: RequestContext, RemoteAddressRequestContext {
     public var coreContext: CoreRequestContextStorage
+    /// The peer of the connection (for the login throttle).
+    public let remoteAddress: SocketAddress?
     /// The operator (a login) or API key name.
     public var operatorName: String?
     /// The login session, when the request came with its cookie (not for bearer keys).
@@ -20,6 +22,7 @@ public struct ConsoleRequestContext: RequestContext {
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = CoreRequestContextStorage(source: source)
+        remoteAddress = source.channel.remoteAddress
     }
 
     /// A path parameter percent-decoded (a request id may hold `/`, spaces or any letter); empty when
@@ -98,6 +101,8 @@ struct ConsoleHeaders: RouterMiddleware {
 /// Lets a request through with its operator named in the context, or answers for it: a page without a
 /// login goes to `/login` (303); the API answers `401`. A POST from a login session must carry the
 /// session's CSRF token (the form's `csrf` field, checked by the page; `X-CSRF-Token` for the API).
+/// A session is refused once its operator is no longer in the operators file, or after
+/// ``ConsoleSessions/maximumLifetime`` however much it is used.
 struct ConsoleAuthentication: RouterMiddleware {
     typealias Context = ConsoleRequestContext
     let credentials: OperatorCredentials
@@ -107,7 +112,8 @@ struct ConsoleAuthentication: RouterMiddleware {
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var context = context
-        let isAPI = request.uri.path.hasPrefix("/api/")
+        // By segment, as the router matches: `//api/…` is the API too.
+        let isAPI = request.uri.path.split(separator: "/").first == "api"
         if let authorization = request.headers[.authorization], authorization.hasPrefix("Bearer ") {
             guard let name = credentials.apiKeyName(String(authorization.dropFirst(7))) else {
                 return ConsoleAPI.failure(ConsoleError(status: 401, code: "unauthorized", "the bearer key is not one of the console's API keys"))
@@ -117,12 +123,12 @@ struct ConsoleAuthentication: RouterMiddleware {
         }
         if let cookie = Self.cookie(request) {
             do {
-                if let session = try await sessions.find(cookie) {
+                if let session = try await sessions.find(cookie), credentials.operators.contains(where: { $0.name == session.operatorName }) {
                     context.operatorName = session.operatorName
                     context.session = session
-                    if isAPI, request.method == .post || request.method == .delete,
-                        request.headers[HTTPField.Name("X-CSRF-Token")!] != session.csrf
-                    {
+                    let changes = request.method != .get && request.method != .head
+                    let token = request.headers[HTTPField.Name("X-CSRF-Token")!] ?? ""
+                    if isAPI, changes, !PasswordHash.constantTimeEqual(Array(token.utf8), Array(session.csrf.utf8)) {
                         return ConsoleAPI.failure(
                             ConsoleError(status: 403, code: "forbidden", "a session's API calls that change things need X-CSRF-Token"))
                     }

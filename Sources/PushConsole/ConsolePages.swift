@@ -7,6 +7,7 @@ import NIOCore
 import PushCore
 import PushServiceKit
 import Redis
+import Synchronization
 
 /// The HTML pages: each reads what it shows through ``ConsoleBackend`` and renders a template of
 /// ``ConsoleTemplates`` with plain dictionaries (so every value is HTML-escaped by the template).
@@ -68,8 +69,10 @@ struct ConsolePages: Sendable {
         values.map { ["value": $0, "label": labels[$0] ?? $0, "selected": $0 == selected] }
     }
 
-    func sessionCookie(_ value: String, maxAge: Int64) -> String {
-        "\(ConsoleAuthentication.cookieName)=\(value); Path=/; HttpOnly; SameSite=Strict; Max-Age=\(maxAge)"
+    /// A browser-session cookie (no `Max-Age`: the server decides how long a login lasts); `expire`
+    /// makes the browser drop it.
+    func sessionCookie(_ value: String, expire: Bool = false) -> String {
+        "\(ConsoleAuthentication.cookieName)=\(value); Path=/; HttpOnly; SameSite=Strict" + (expire ? "; Max-Age=0" : "")
             + (console.secureCookies ? "; Secure" : "")
     }
 
@@ -96,35 +99,57 @@ struct ConsolePages: Sendable {
         guard let fields = try? await FormFields.body(request, limit: 16 * 1024) else {
             return loginPage(request, error: "The login form could not be read.", status: .badRequest)
         }
-        let name = fields["name"] ?? ""
+        let name = String((fields["name"] ?? "").prefix(64))
         let password = fields["password"] ?? ""
-        let failuresKey = "\(backend.reports.keyPrefix):console:login-failures:\(name.prefix(64))"
-        if let failures = try? await backend.redis.execute(RedisCommand(["GET", failuresKey])).integer, failures >= Self.maximumLoginFailures {
-            context.logger.warning("console login refused: too many failures", metadata: ["push.operator": "\(name.prefix(64))"])
+        // Counted before the password is checked, so parallel guesses cannot slip past the limit;
+        // per name and client address, so nobody can lock an operator out from elsewhere.
+        let address = context.remoteAddress?.ipAddress ?? "unknown"
+        let failuresKey = "\(backend.reports.keyPrefix):console:login-attempts:\(address):\(name)"
+        var expire: RedisCommand = ["EXPIRE", failuresKey]
+        expire.append(Self.loginWindow.components.seconds)
+        expire.append("NX")
+        let attempts: Int64
+        do {
+            attempts = try await backend.redis.pipeline([RedisCommand(["INCR", failuresKey]), expire]).first?.integer ?? 0
+        } catch {
+            return loginPage(
+                request, error: "The console cannot check logins now (Redis is unavailable). Try again shortly.", status: .serviceUnavailable)
+        }
+        if attempts > Int64(Self.maximumLoginFailures) {
+            context.logger.warning("console login refused: too many attempts", metadata: ["push.operator": "\(name)", "push.client": "\(address)"])
             return loginPage(request, error: "Too many failed logins for this name; try again in 15 minutes.", name: name, status: .tooManyRequests)
         }
-        guard let operatorName = credentials.authenticate(name: name, password: password) else {
-            var expire: RedisCommand = ["EXPIRE", failuresKey]
-            expire.append(Self.loginWindow.components.seconds)
-            _ = try? await backend.redis.pipeline([RedisCommand(["INCR", failuresKey]), expire])
-            context.logger.notice("console action", metadata: ["push.operator": "\(name.prefix(64))", "push.action": "login.failed"])
+        guard let slot = Self.verifications.enter() else {
+            return loginPage(
+                request, error: "The console is busy checking other logins; try again in a moment.", name: name, status: .tooManyRequests)
+        }
+        let operatorName = credentials.authenticate(name: name, password: password)
+        Self.verifications.leave(slot)
+        guard let operatorName else {
+            context.logger.notice(
+                "console action", metadata: ["push.operator": "\(name)", "push.action": "login.failed", "push.client": "\(address)"])
             return loginPage(request, error: "Wrong name or password.", name: name, status: .unauthorized)
         }
         do {
             let (cookie, _) = try await sessions.create(operatorName: operatorName)
             _ = try? await backend.redis.execute(RedisCommand(["DEL", failuresKey]))
-            context.logger.notice("console action", metadata: ["push.operator": "\(operatorName)", "push.action": "login"])
-            return Self.redirect("/requests", cookie: sessionCookie(cookie, maxAge: sessions.ttl.components.seconds))
+            context.logger.notice(
+                "console action", metadata: ["push.operator": "\(operatorName)", "push.action": "login", "push.client": "\(address)"])
+            return Self.redirect("/requests", cookie: sessionCookie(cookie))
         } catch {
             return loginPage(request, error: "The console cannot store sessions (Redis is unavailable): \(error)", status: .serviceUnavailable)
         }
     }
 
+    /// Password checks at once (each is a PBKDF2 of 210,000 rounds): more get `429`, so a flood of
+    /// logins cannot take every thread of the console.
+    static let verifications = Admission(limit: 2)
+
     func logout(_ request: Request, context: ConsoleRequestContext) async -> Response {
         guard await checkedForm(request, context: context) != nil else { return Self.forbidden }
         if let cookie = ConsoleAuthentication.cookie(request) { try? await sessions.delete(cookie) }
         context.logger.notice("console action", metadata: ["push.operator": "\(context.operatorName ?? "-")", "push.action": "logout"])
-        return Self.redirect("/login", cookie: sessionCookie("", maxAge: 0))
+        return Self.redirect("/login", cookie: sessionCookie("", expire: true))
     }
 
     // MARK: Compose
@@ -274,7 +299,7 @@ struct ConsolePages: Sendable {
             values["error"] = error.description
             values["letters"] = [] as [Any]
         }
-        return page("dead", title: "Dead letters", context: context, status: error == nil ? .ok : .badRequest, values)
+        return page("dead", title: "Dead letters", context: context, status: values["error"] == nil ? .ok : .badRequest, values)
     }
 
     func replay(_ request: Request, context: ConsoleRequestContext) async -> Response {
@@ -347,4 +372,22 @@ struct ConsolePages: Sendable {
                 ])
         }
     }
+}
+
+/// At most `limit` holders at once; ``enter()`` answers nil when full instead of waiting.
+final class Admission: Sendable {
+    private let inside = Mutex(0)
+    let limit: Int
+
+    init(limit: Int) { self.limit = limit }
+
+    func enter() -> Bool? {
+        inside.withLock { count -> Bool? in
+            guard count < limit else { return nil }
+            count += 1
+            return true
+        }
+    }
+
+    func leave(_: Bool) { inside.withLock { $0 -= 1 } }
 }

@@ -101,7 +101,9 @@ public struct OperatorCredentials: Sendable {
     /// name as for a wrong password (a dummy hash is checked), so names cannot be probed by timing.
     public func authenticate(name: String, password: String) -> String? {
         guard let entry = operators.first(where: { $0.name == name }) else {
-            _ = Self.dummy.verify(password)
+            // As many rounds as a real operator's hash, so the time does not tell.
+            let rounds = operators.first?.password.rounds ?? PasswordHash.defaultRounds
+            _ = PasswordHash(salt: Array(repeating: 0, count: 16), rounds: rounds, hash: Array(repeating: 0, count: 32)).verify(password)
             return nil
         }
         return entry.password.verify(password) ? entry.name : nil
@@ -114,9 +116,6 @@ public struct OperatorCredentials: Sendable {
         for entry in apiKeys where PasswordHash.constantTimeEqual(entry.digest, digest) { found = entry.name }
         return found
     }
-
-    private static let dummy = PasswordHash(
-        salt: Array(repeating: 0, count: 16), rounds: PasswordHash.defaultRounds, hash: Array(repeating: 0, count: 32))
 
     static func hexBytes(_ text: String) -> [UInt8]? {
         let characters = Array(text.utf8)

@@ -123,7 +123,7 @@ public struct RenderProgressStore: Sendable {
             Self.claimScript,
             keys: [
                 progressKey(app: app, requestID: requestID), leaseKey(app: app, requestID: requestID),
-                RequestReports.recentKey(prefix: keyPrefix, app: app),
+                RequestReports.recentKey(prefix: keyPrefix, app: app), RequestReports.reportKey(prefix: keyPrefix, app: app, requestID: requestID),
             ],
             args: [
                 owner, String(Self.milliseconds(leaseDuration)), instancePrefix ?? owner, String(now),
@@ -182,7 +182,8 @@ public struct RenderProgressStore: Sendable {
         return max(1, seconds * 1000 + attoseconds / 1_000_000_000_000_000)
     }
 
-    /// `KEYS[1]` progress hash, `KEYS[2]` lease, `KEYS[3]` the app's recent requests; `ARGV[1]` owner,
+    /// `KEYS[1]` progress hash, `KEYS[2]` lease, `KEYS[3]` the app's recent requests, `KEYS[4]` the
+    /// request's report (a `dead` mark of an earlier, invalid copy of the id is dropped); `ARGV[1]` owner,
     /// `ARGV[2]` lease ms, `ARGV[3]` a prefix of owners that count as this owner, `ARGV[4]` now (ms),
     /// `ARGV[5]` the progress TTL s, `ARGV[6]` the request id, `ARGV[7]` how many ids the recent list keeps.
     static let claimScript = RedisScript(
@@ -196,6 +197,7 @@ public struct RenderProgressStore: Sendable {
           redis.call('ZADD', KEYS[3], 'NX', ARGV[4], ARGV[6])
           redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -tonumber(ARGV[7]) - 1)
           redis.call('EXPIRE', KEYS[3], ARGV[5])
+          redis.call('HDEL', KEYS[4], 'dead')
         end
         return {'claimed', redis.call('HGETALL', KEYS[1])}
         """

@@ -446,11 +446,12 @@ public struct SendBatchProcessor: Sendable {
     func pauseApp(_ app: String, reason: String, logger: Logger) {
         metrics.credentialFailure(app: app)
         metrics.setPaused(app: app, true)
-        if let pauseNotes {
-            let duration = configuration.credentialPause
-            Task { try? await pauseNotes.write(app: app, reason: reason, duration: duration) }
-        }
         if pauses.pause(app, for: configuration.credentialPause, now: now()) {
+            // The operators' note (the console's status page), written when a pause starts.
+            if let pauseNotes {
+                let duration = configuration.credentialPause
+                Task { try? await pauseNotes.write(app: app, reason: reason, duration: duration) }
+            }
             logger.critical(
                 "APNs refused the app's credentials: its sending is paused, its batches wait in the retry tiers. Fix the key or certificate in the apps file.",
                 metadata: ["push.reason": "\(reason)", "push.pause_s": "\(configuration.credentialPause.components.seconds)"]

@@ -4,8 +4,10 @@ public import PushCore
 
 /// Looking at `push.dead` and sending letters back: shared by `pushctl dead` and the console.
 ///
-/// `push.dead` is a classic queue, so looking means taking letters and returning them
-/// (``DeadLetterQueue/peek(limit:)`` nacks them back with requeue). A letter is named by its ``key``,
+/// Looking means taking letters and returning them (``DeadLetterQueue/peek(limit:)`` nacks them back
+/// with requeue); `push.dead` is declared without a delivery limit, so looking never drops a letter
+/// (RabbitMQ 4 gives quorum queues a default limit of 20: declare `x-delivery-limit` there). Two
+/// lookers at once each see only the letters the other is not holding. A letter is named by its ``key``,
 /// a fingerprint of its body, reason and time, stable between one look and the next.
 public struct DeadLetter: Sendable, Equatable {
     /// 16 hex digits of FNV-1a over the reason, the AMQP timestamp and the body.

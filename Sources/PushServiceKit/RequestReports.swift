@@ -8,6 +8,7 @@ public import Redis
 /// | key | type | holds |
 /// |---|---|---|
 /// | `{prefix}:{<app>}:report:<request id>` | hash | the report's fields; expires ``ttl`` after its last write |
+/// | `{prefix}:{<app>}:report:<request id>:removed` | set | the tokens push-feedback removed as invalid; expires like the hash |
 /// | `{prefix}:{<app>}:requests` | sorted set | the app's recent request ids, scored by when they were first seen (ms); the newest ``recentLimit`` |
 /// | `{prefix}:{<app>}:render:<request id>` | hash | push-render's progress record (read only here) |
 ///
@@ -35,6 +36,7 @@ public struct RequestReports: Sendable {
 
     public func reportKey(app: String, requestID: String) -> String { Self.reportKey(prefix: keyPrefix, app: app, requestID: requestID) }
     public func recentKey(app: String) -> String { Self.recentKey(prefix: keyPrefix, app: app) }
+    public func removedKey(app: String, requestID: String) -> String { reportKey(app: app, requestID: requestID) + ":removed" }
 
     var ttlSeconds: Int64 { Swift.max(1, ttl.components.seconds) }
 
@@ -47,17 +49,23 @@ public struct RequestReports: Sendable {
             args: ["queued_at", String(now), String(ttlSeconds), requestID, String(now), String(Self.recentLimit)])
     }
 
-    /// push-render dead-lettered the request: its reason, and the recent list.
+    /// push-render dead-lettered the request: its reason, and the recent list; nothing when push-render
+    /// took a valid request of this id before (an invalid copy does not make it dead).
     public func recordDead(app: String, requestID: String, reason: String, now: Int64) async throws(RedisError) {
         _ = try await redis.evalScript(
-            Self.noteScript, keys: [reportKey(app: app, requestID: requestID), recentKey(app: app)],
+            Self.noteScript,
+            keys: [
+                reportKey(app: app, requestID: requestID), recentKey(app: app), Self.progressKey(prefix: keyPrefix, app: app, requestID: requestID),
+            ],
             args: ["dead", String(reason.prefix(1000)), String(ttlSeconds), requestID, String(now), String(Self.recentLimit)])
     }
 
-    /// `KEYS[1]` report, `KEYS[2]` recent list; `ARGV[1]` field, `ARGV[2]` value (set if absent),
-    /// `ARGV[3]` TTL s, `ARGV[4]` request id, `ARGV[5]` score (ms), `ARGV[6]` how many ids the list keeps.
+    /// `KEYS[1]` report, `KEYS[2]` recent list, `KEYS[3]` (optional) the progress record whose existence
+    /// makes the note moot; `ARGV[1]` field, `ARGV[2]` value (set if absent), `ARGV[3]` TTL s, `ARGV[4]`
+    /// request id, `ARGV[5]` score (ms), `ARGV[6]` how many ids the list keeps.
     static let noteScript = RedisScript(
         """
+        if #KEYS > 2 and redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
         redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2])
         redis.call('EXPIRE', KEYS[1], ARGV[3])
         redis.call('ZADD', KEYS[2], 'NX', ARGV[5], ARGV[4])
@@ -139,8 +147,8 @@ public struct RequestReports: Sendable {
         guard !removals.isEmpty else { return }
         var commands: [RedisCommand] = []
         for removal in removals {
-            let key = reportKey(app: removal.app, requestID: removal.requestID)
-            commands.append(RedisCommand(["HSET", key, "x:\(removal.token)", "1"]))
+            let key = removedKey(app: removal.app, requestID: removal.requestID)
+            commands.append(RedisCommand(["SADD", key, removal.token]))
             var expire: RedisCommand = ["EXPIRE", key]
             expire.append(ttlSeconds)
             commands.append(expire)
@@ -152,14 +160,7 @@ public struct RequestReports: Sendable {
 
     /// The report of `requestID` of `app`; nil when nothing is known of it (never seen, or expired).
     public func report(app: String, requestID: String) async throws(RedisError) -> RequestReport? {
-        let replies = try await redis.pipeline([
-            RedisCommand(["HGETALL", Self.progressKey(prefix: keyPrefix, app: app, requestID: requestID)]),
-            RedisCommand(["HGETALL", reportKey(app: app, requestID: requestID)]),
-        ])
-        guard replies.count == 2 else { throw RedisError(.protocolError, "HGETALL: \(replies.count) replies to 2 commands") }
-        return RequestReport(
-            id: requestID, app: app, progress: try Self.hash(replies[0].throwingServerError()),
-            report: try Self.hash(replies[1].throwingServerError()))
+        try await reports(app: app, requestIDs: [requestID]).first
     }
 
     /// The reports of `requestIDs` of `app` in one pipeline, in order; the unknown or expired are left out.
@@ -169,16 +170,18 @@ public struct RequestReports: Sendable {
         for id in requestIDs {
             commands.append(RedisCommand(["HGETALL", Self.progressKey(prefix: keyPrefix, app: app, requestID: id)]))
             commands.append(RedisCommand(["HGETALL", reportKey(app: app, requestID: id)]))
+            commands.append(RedisCommand(["SCARD", removedKey(app: app, requestID: id)]))
         }
         let replies = try await redis.pipeline(commands)
         guard replies.count == commands.count else {
-            throw RedisError(.protocolError, "HGETALL: \(replies.count) replies to \(commands.count) commands")
+            throw RedisError(.protocolError, "report: \(replies.count) replies to \(commands.count) commands")
         }
         var found: [RequestReport] = []
         for (index, id) in requestIDs.enumerated() {
-            let progress = try Self.hash(replies[2 * index].throwingServerError())
-            let report = try Self.hash(replies[2 * index + 1].throwingServerError())
-            if let assembled = RequestReport(id: id, app: app, progress: progress, report: report) { found.append(assembled) }
+            let progress = try Self.hash(replies[3 * index].throwingServerError())
+            let report = try Self.hash(replies[3 * index + 1].throwingServerError())
+            let removed = Int(clamping: try replies[3 * index + 2].throwingServerError().integer ?? 0)
+            if let assembled = RequestReport(id: id, app: app, progress: progress, report: report, removedTokens: removed) { found.append(assembled) }
         }
         return found
     }

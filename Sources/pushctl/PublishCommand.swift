@@ -37,9 +37,6 @@ extension PushctlCommand {
                 throw ValidationError("'\(file)' is not a JSON object")
             }
             let queues = connection.queues
-            if !registration, let id = object["id"] as? String, let app = object["app"] as? String {
-                await Self.noteQueued(app: app, id: id, connection: connection)
-            }
             let routingKey = registration ? queues.registrations.routingKey : queues.requests.routingKey
             let amqp = try await connection.amqp()
             do {
@@ -55,6 +52,9 @@ extension PushctlCommand {
                 throw error
             }
             await amqp.close()
+            if !registration, let id = object["id"] as? String, let app = object["app"] as? String {
+                await Self.noteQueued(app: app, id: id, connection: connection)
+            }
             let label = (object["id"] as? String).map { " '\($0)'" } ?? ""
             print("published\(label) to exchange \(queues.exchange), routing key \(routingKey) (confirmed)")
         }

@@ -24,6 +24,7 @@ import TokenRegistry
     struct Harness: Sendable {
         let client: any TestClientProtocol
         let backend: ConsoleBackend
+        let sessions: ConsoleSessions
         let app: String
         let names: PushQueues
         let tokens: [String]
@@ -98,8 +99,9 @@ import TokenRegistry
                 credentials: credentials, backend: backend, sessions: ConsoleSessions(redis: redis, keyPrefix: prefix, ttl: .seconds(600)),
                 logger: Self.logger)
             let registered = tokens
+            let sessions = ConsoleSessions(redis: redis, keyPrefix: prefix, ttl: .seconds(600))
             try await application.test(.router) { client in
-                try await body(Harness(client: client, backend: backend, app: app, names: names, tokens: registered))
+                try await body(Harness(client: client, backend: backend, sessions: sessions, app: app, names: names, tokens: registered))
             }
         } cleanUp: {
             for queue in names.allQueueNames { _ = try? await amqp.deleteQueue(queue) }
@@ -129,6 +131,40 @@ import TokenRegistry
             #expect(try await harness.post("/logout", form: [:], cookie: cookie).status == .forbidden)
             #expect(try await harness.post("/logout", form: ["csrf": csrf], cookie: cookie).status == .seeOther)
             #expect(try await harness.get("/requests", cookie: cookie).status == .seeOther, "logged out")
+        }
+    }
+
+    @Test func sessionsNeedTheirCSRFTokenForChangesAndAKnownOperator() async throws {
+        try await withConsole { harness in
+            let (cookie, csrf) = try await harness.login()
+            let body = #"{"id": "csrf-1", "app": "\#(harness.app)", "to": {"all": true}, "payload": {"aps": {"alert": "x"}}}"#
+            for path in ["/api/v1/requests", "//api/v1/requests", "/api//v1/requests"] {
+                let refused = try await harness.client.execute(
+                    uri: path, method: .post, headers: [.cookie: "push_console_session=\(cookie)", .contentType: "application/json"],
+                    body: ByteBuffer(string: body))
+                #expect(refused.status == .forbidden || refused.status == .notFound, "\(path): \(refused.status)")
+            }
+            let allowed = try await harness.client.execute(
+                uri: "/api/v1/requests", method: .post,
+                headers: [.cookie: "push_console_session=\(cookie)", .contentType: "application/json", HTTPField.Name("X-CSRF-Token")!: csrf],
+                body: ByteBuffer(string: body))
+            #expect(allowed.status == .accepted)
+            #expect(try await harness.backend.amqp.queueStatus(harness.names.requests.name).messages == 1, "only the one with the token")
+
+            // A session whose operator is no longer in the operators file is no login.
+            let (stale, _) = try await harness.sessions.create(operatorName: "removed-operator")
+            #expect(try await harness.get("/requests", cookie: stale).status == .seeOther)
+        }
+    }
+
+    @Test func guessingPasswordsIsStoppedAfterTenTries() async throws {
+        try await withConsole { harness in
+            for attempt in 1...10 {
+                let wrong = try await harness.post("/login", form: ["name": "alice", "password": "guess-\(attempt)"], cookie: nil)
+                #expect(wrong.status == .unauthorized)
+            }
+            let limited = try await harness.post("/login", form: ["name": "alice", "password": ConsoleHTTPTests.password], cookie: nil)
+            #expect(limited.status == .tooManyRequests, "even the right password, until the window ends")
         }
     }
 

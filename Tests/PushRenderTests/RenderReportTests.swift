@@ -45,6 +45,17 @@ import TokenRegistry
             #expect(dead.state == .dead)
             #expect(dead.deadReason?.hasPrefix("payload") == true)
             #expect(try await reports.report(app: "com.unknown", requestID: "dead-2") == nil, "no report under an app nobody configured")
+
+            // The same id again, fixed: push-render takes it, and the report is no longer dead; an
+            // invalid copy after that does not make it dead again.
+            try await fixture.run { _ in
+                try await fixture.publish(#"{"id": "dead-1", "app": "\#(fixture.app)", "to": {"topic": "news"}, "payload": {"aps": {"alert": "x"}}}"#)
+                try await fixture.waitUntilDone("dead-1")
+                try await fixture.publish(#"{"id": "dead-1", "app": "\#(fixture.app)", "to": {"topic": "news"}}"#)
+                _ = try await fixture.receive(from: fixture.names.dead, count: 1)
+            }
+            let fixed = try #require(try await reports.report(app: fixture.app, requestID: "dead-1"))
+            #expect(fixed.state == .done && fixed.deadReason == nil)
         }
     }
 }

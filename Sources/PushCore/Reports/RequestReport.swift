@@ -11,13 +11,13 @@
 /// | `m:<mark set>` | push-send, at every settled batch of that mark set | tokens of the mark set APNs accepted (the most seen) |
 /// | `n:<mark set>` | push-send, at a settled batch push-render made | the batch's tokens |
 /// | `b:<batch id>#<fingerprint>` | push-send, at every settled batch | that batch's ``BatchTally`` (a redelivered copy overwrites it) |
-/// | `x:<token>` | push-feedback | `1`: the token was removed as invalid |
+/// | (the set `…:removed`) | push-feedback | the tokens removed as invalid |
 /// | `first`, `last` | push-send | ms of the first and last settled batch that delivered anything |
 ///
 /// Counting this way keeps the report exact after crashes and redeliveries: delivered tokens come from
 /// the delivery marks (each token of a mark set at most once however often its batch ran), a batch's
 /// other outcomes are replaced, not added, when a copy of it settles again, and a removal is a field
-/// per token.
+/// per token in a set beside the hash.
 public struct RequestReport: Sendable, Equatable {
     public enum State: String, Sendable, CaseIterable {
         /// Published; push-render has not taken it yet.
@@ -61,11 +61,12 @@ public struct RequestReport: Sendable, Equatable {
     public var lastDeliveryAt: Int64?
     public var deadReason: String?
 
-    public var failedTotal: Int { failed.values.reduce(0, +) }
+    public var failedTotal: Int { failed.values.reduce(0, Self.sum) }
 
-    /// Builds the report from the two hashes; nil when neither exists (unknown id, or expired).
-    public init?(id: String, app: String, progress: [String: String], report: [String: String]) {
-        if progress.isEmpty && report.isEmpty { return nil }
+    /// Builds the report from the two hashes and the number of tokens push-feedback removed (the size
+    /// of the report's removal set); nil when none of them exists (unknown id, or expired).
+    public init?(id: String, app: String, progress: [String: String], report: [String: String], removedTokens: Int = 0) {
+        if progress.isEmpty && report.isEmpty && removedTokens <= 0 { return nil }
         self.id = id
         self.app = app
         batches = Self.count(progress["sequence"])
@@ -83,18 +84,17 @@ public struct RequestReport: Sendable, Equatable {
         var settledTokens = 0
         for (field, value) in report {
             if field.hasPrefix("m:") {
-                delivered += Self.count(value)
+                delivered = Self.sum(delivered, Self.count(value))
             } else if field.hasPrefix("n:") {
-                settledTokens += Self.count(value)
+                settledTokens = Self.sum(settledTokens, Self.count(value))
             } else if field.hasPrefix("b:") {
                 let tally = BatchTally(encoded: value)
-                for (reason, count) in tally.failed { failed[reason, default: 0] += count }
-                retried += tally.retried
-                deferred += tally.deferred
-            } else if field.hasPrefix("x:") {
-                removed += 1
+                for (reason, count) in tally.failed { failed[reason] = Self.sum(failed[reason] ?? 0, count) }
+                retried = Self.sum(retried, tally.retried)
+                deferred = Self.sum(deferred, tally.deferred)
             }
         }
+        removed = min(max(removedTokens, 0), Self.maximumCount)
         sent = max(Self.count(progress["tokens"]), settledTokens)
         targeted = sent + skipped
         self.delivered = delivered
@@ -104,13 +104,13 @@ public struct RequestReport: Sendable, Equatable {
         self.removed = removed
         state = Self.state(
             progressState: progress["state"], isDead: deadReason != nil, hasProgress: !progress.isEmpty, sent: sent,
-            final: delivered + failed.values.reduce(0, +))
+            final: Self.sum(delivered, failed.values.reduce(0, Self.sum)))
     }
 
     /// The state, from what push-render recorded and how many tokens have a final outcome.
     static func state(progressState: String?, isDead: Bool, hasProgress: Bool, sent: Int, final: Int) -> State {
-        if isDead { return .dead }
-        guard hasProgress else { return .queued }
+        // A request push-render took after all (the id published again, fixed) is not dead.
+        guard hasProgress else { return isDead ? .dead : .queued }
         guard progressState == "done" else { return .rendering }
         return final >= sent ? .done : .sending
     }
@@ -125,6 +125,9 @@ public struct RequestReport: Sendable, Equatable {
         guard let text, let value = Int(text), value >= 0 else { return 0 }
         return min(value, maximumCount)
     }
+
+    /// `a + b`, stopping at ``maximumCount`` (counts from Redis are never trusted to stay small).
+    static func sum(_ a: Int, _ b: Int) -> Int { min(min(a, maximumCount) + min(b, maximumCount), maximumCount) }
 }
 
 /// The outcomes of one settled send batch other than deliveries, as one report field:
@@ -160,11 +163,11 @@ public struct BatchTally: Sendable, Equatable {
             let value = min(parsed, RequestReport.maximumCount)
             let name = part[..<equals]
             if name == "r" {
-                retried += value
+                retried = RequestReport.sum(retried, value)
             } else if name == "d" {
-                deferred += value
+                deferred = RequestReport.sum(deferred, value)
             } else if name.hasPrefix("f."), name.count > 2 {
-                failed[String(name.dropFirst(2)), default: 0] += value
+                failed[String(name.dropFirst(2))] = RequestReport.sum(failed[String(name.dropFirst(2))] ?? 0, value)
             }
         }
     }
