@@ -47,18 +47,21 @@ struct ConsoleAPI: Sendable {
         }
     }
 
-    /// The body: a push request; an absent `id` gets one made up.
+    /// The body: a push request; an absent `id` gets one made up. Read with the strict parser
+    /// push-render uses (no repeated keys) and written back with its numbers as they were written.
     private func requestBody(_ request: Request) async throws(ConsoleError) -> [UInt8] {
         guard let body = await Self.body(request) else { throw ConsoleError(status: 413, code: "body_too_large", field: "body", "is over 64 KiB") }
-        guard var object = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] else {
-            throw ConsoleError(field: "body", "must be a push request (a JSON object)")
+        let json: JSONValue
+        do {
+            json = try JSONValue.parse(body)
+        } catch {
+            throw ConsoleError(field: "body", "is not valid JSON (\(error))")
         }
-        guard object["id"] == nil else { return body }
-        object["id"] = ComposeForm.generatedID(now: backend.now(), random: UInt32.random(in: 0...UInt32.max))
-        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) else {
-            throw ConsoleError(field: "body", "cannot be encoded again")
-        }
-        return Array(data)
+        guard case .object(var members) = json else { throw ConsoleError(field: "body", "must be a push request (a JSON object)") }
+        guard json["id"] == nil else { return body }
+        members.insert(
+            (key: "id", value: .string(ComposeForm.generatedID(now: backend.now(), random: UInt32.random(in: 0...UInt32.max)))), at: 0)
+        return JSONValue.object(members).serialized()
     }
 
     func preview(_ request: Request, context: ConsoleRequestContext) async -> Response {

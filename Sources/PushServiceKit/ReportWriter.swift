@@ -14,6 +14,10 @@ import Synchronization
 /// - **Replay.** Redis with `appendfsync everysec` may lose the last second of writes it confirmed
 ///   when it is killed. Updates written in the last ``replayWindow`` are kept, and once a write fails
 ///   (the sign of Redis trouble) they are written again in front of the waiting ones.
+/// - **Echo.** A Redis Cluster master that fails over loses what it confirmed but had not yet
+///   replicated, and nothing of this process need fail to notice. So every update is written once
+///   more ``echoDelay`` (12 s) after its first write (later than a failover takes): one more small write a
+///   batch, and a lost update comes back.
 ///
 /// Lost only when Redis is down or loses data *and* this process dies before Redis is back.
 public final class ReportWriter: Sendable {
@@ -30,6 +34,9 @@ public final class ReportWriter: Sendable {
     private struct State {
         var pending: [Update] = []
         var recent: [Written] = []
+        /// Updates to write once more, in the order of their first write (``echoDelay`` after it).
+        var echoes: [Written] = []
+        var isEchoing = false
         var isFlushing = false
         var replay = false
         var dropped = 0
@@ -37,19 +44,29 @@ public final class ReportWriter: Sendable {
 
     public static let maximumPending = 100_000
     public static let replayWindow: Duration = .seconds(5)
+    /// How long after its first write an update is written again, by default.
+    public static let defaultEchoDelay: Duration = .seconds(12)
 
     private let reports: RequestReports
     private let logger: Logger
     private let state = Mutex(State())
 
-    public init(reports: RequestReports, logger: Logger) {
+    /// How long after its first write an update is written again.
+    public let echoDelay: Duration
+
+    public init(reports: RequestReports, logger: Logger, echoDelay: Duration = ReportWriter.defaultEchoDelay) {
         self.reports = reports
         self.logger = logger
+        self.echoDelay = echoDelay
     }
 
     /// Writes `updates` now; when that fails they wait for Redis in the background. Returns once
     /// written or queued (never throws).
     public func write(_ updates: [Update]) async {
+        await write(updates, echo: true)
+    }
+
+    private func write(_ updates: [Update], echo: Bool) async {
         guard !updates.isEmpty else { return }
         let queued = state.withLock { state -> Bool in
             guard state.isFlushing || !state.pending.isEmpty || state.replay else { return false }
@@ -59,7 +76,7 @@ public final class ReportWriter: Sendable {
         if queued { return }
         do {
             try await send(updates)
-            remember(updates)
+            remember(updates, echo: echo)
         } catch {
             logger.warning(
                 "could not write delivery-report updates; they wait for Redis",
@@ -87,9 +104,15 @@ public final class ReportWriter: Sendable {
         }
     }
 
-    private func remember(_ updates: [Update]) {
+    private func remember(_ updates: [Update], echo: Bool = true) {
         let now = ContinuousClock.now
-        state.withLock { state in
+        let startEcho = state.withLock { state -> Bool in
+            if echo {
+                state.echoes += updates.map { Written(at: now, update: $0) }
+                if state.echoes.count > Self.maximumPending { state.echoes.removeFirst(state.echoes.count - Self.maximumPending) }
+            }
+            let start = echo && !state.isEchoing
+            if start { state.isEchoing = true }
             state.recent += updates.map { Written(at: now, update: $0) }
             let cutoff = now - Self.replayWindow
             if let keep = state.recent.firstIndex(where: { $0.at >= cutoff }) {
@@ -98,6 +121,32 @@ public final class ReportWriter: Sendable {
                 state.recent.removeAll()
             }
             if state.recent.count > Self.maximumPending { state.recent.removeFirst(state.recent.count - Self.maximumPending) }
+            return start
+        }
+        if startEcho { Task { await self.echo() } }
+    }
+
+    /// Writes each update once more ``echoDelay`` after its first write, until none is left.
+    private func echo() async {
+        while true {
+            let (due, wait) = state.withLock { state -> ([Update], Duration?) in
+                guard let first = state.echoes.first else {
+                    state.isEchoing = false
+                    return ([], nil)
+                }
+                let now = ContinuousClock.now
+                let ready = state.echoes.prefix { now - $0.at >= echoDelay }
+                if ready.isEmpty { return ([], echoDelay - (now - first.at)) }
+                state.echoes.removeFirst(ready.count)
+                return (ready.map(\.update), .zero)
+            }
+            if !due.isEmpty {
+                await write(due, echo: false)
+            } else if let wait {
+                try? await Task.sleep(for: Swift.max(wait, .milliseconds(100)))
+            } else {
+                return
+            }
         }
     }
 

@@ -43,4 +43,22 @@ struct ReportWriterTests {
         await redis.close()
         try await server.stop()
     }
+
+    @Test func everyUpdateIsWrittenOnceMoreLaterInCaseAFailoverLostIt() async throws {
+        let redis = try await TestServers.connectRedis(logger: TestLogger.make("report-writer"))
+        let reports = RequestReports(redis: redis, keyPrefix: TestServers.uniqueName("writer-echo"))
+        let writer = ReportWriter(reports: reports, logger: TestLogger.make("report-writer"), echoDelay: .milliseconds(300))
+        await writer.write([Self.settled("a", accepted: 7)])
+        // As a Redis Cluster master that failed over before replicating it: gone, and no write failed.
+        _ = try await redis.execute("DEL", reports.reportKey(app: "com.test.writer", requestID: "r1"))
+        #expect(try await reports.report(app: "com.test.writer", requestID: "r1") == nil)
+        var report: RequestReport?
+        for _ in 0..<50 where report == nil {
+            try await Task.sleep(for: .milliseconds(100))
+            report = try await reports.report(app: "com.test.writer", requestID: "r1")
+        }
+        #expect(report?.delivered == 7, "written again by the echo")
+        _ = try await redis.execute("DEL", reports.reportKey(app: "com.test.writer", requestID: "r1"))
+        await redis.close()
+    }
 }

@@ -1235,27 +1235,38 @@ def check(stack, r, result, qs, tokens):
 def check_report(stack, result, request_id, accepted, dead):
     """The request's delivery report (`pushctl request --json`) against what the sandbox received: done,
     delivered = the distinct tokens the sandbox accepted, removed = the dead tokens, and every token
-    it sent with one final outcome."""
+    it sent with one final outcome. A report may take up to push-send's echo of its updates (12 s) to
+    recover what a failed-over or killed Redis lost, so it is read again until it agrees or 30 s pass."""
     argv = [str(stack.bin / "pushctl"), "request", request_id, "--app", APP, "--json", "--redis-url", stack.services_redis_url]
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
-        report = json.loads(done.stdout) if done.returncode == 0 else None
-    except (subprocess.TimeoutExpired, ValueError):
-        report = None
-    if report is None:
-        result["why"].append(f"no delivery report of {request_id}")
-        return
-    result["report"] = {k: report.get(k) for k in ("state", "sent", "delivered", "failed_total", "retried", "removed")}
-    log("  report: " + ", ".join(f"{k} {v}" for k, v in result["report"].items()) + f"; the sandbox accepted {accepted} distinct tokens")
-    if report.get("state") != "done":
-        result["why"].append(f"report state {report.get('state')}, not done")
-    if report.get("delivered") != accepted:
-        result["why"].append(f"report says {report.get('delivered')} delivered, the sandbox accepted {accepted} distinct tokens")
-    if report.get("removed") != dead:
-        result["why"].append(f"report says {report.get('removed')} removed, {dead} dead tokens")
-    final = (report.get("delivered") or 0) + (report.get("failed_total") or 0)
-    if final != report.get("sent"):
-        result["why"].append(f"report: {final} final outcomes for {report.get('sent')} tokens sent")
+    deadline = time.time() + 30
+    t0 = time.time()
+    while True:
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+            report = json.loads(done.stdout) if done.returncode == 0 else None
+        except (subprocess.TimeoutExpired, ValueError):
+            report = None
+        why = []
+        if report is None:
+            why.append(f"no delivery report of {request_id}")
+        else:
+            if report.get("state") != "done":
+                why.append(f"report state {report.get('state')}, not done")
+            if report.get("delivered") != accepted:
+                why.append(f"report says {report.get('delivered')} delivered, the sandbox accepted {accepted} distinct tokens")
+            if report.get("removed") != dead:
+                why.append(f"report says {report.get('removed')} removed, {dead} dead tokens")
+            final = (report.get("delivered") or 0) + (report.get("failed_total") or 0)
+            if final != report.get("sent"):
+                why.append(f"report: {final} final outcomes for {report.get('sent')} tokens sent")
+        if not why or time.time() >= deadline:
+            break
+        time.sleep(1)
+    if report is not None:
+        result["report"] = {k: report.get(k) for k in ("state", "sent", "delivered", "failed_total", "retried", "removed")}
+        log("  report: " + ", ".join(f"{k} {v}" for k, v in result["report"].items())
+            + f"; the sandbox accepted {accepted} distinct tokens (read {time.time() - t0:.1f} s after the drain)")
+    result["why"] += why
 
 
 def peek_dead(stack, n=3):
