@@ -171,7 +171,8 @@ public struct ConsoleBackend: Sendable {
         return found
     }
 
-    /// The newest `limit` requests over every app, newest first, with their reports.
+    /// The newest `limit` requests over every app, newest first, as summaries (totals; no failures by
+    /// reason: ``PushServiceKit/RequestReports/summaries(app:requestIDs:)``).
     public func recentReports(limit: Int) async throws(ConsoleError) -> [RequestReport] {
         do {
             var recent: [(app: String, id: String, at: Int64)] = []
@@ -182,7 +183,7 @@ public struct ConsoleBackend: Sendable {
             let newest = recent.prefix(limit)
             var found: [RequestReport] = []
             for app in appIDs {
-                found += try await reports.reports(app: app, requestIDs: newest.filter { $0.app == app }.map(\.id))
+                found += try await reports.summaries(app: app, requestIDs: newest.filter { $0.app == app }.map(\.id))
             }
             let order = Dictionary(
                 newest.enumerated().map { ("\($0.element.app)\n\($0.element.id)", $0.offset) }, uniquingKeysWith: { first, _ in first })

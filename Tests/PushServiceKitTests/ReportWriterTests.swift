@@ -62,3 +62,40 @@ struct ReportWriterTests {
         await redis.close()
     }
 }
+
+/// The running totals the settle script keeps agree with the per-batch fields they summarise,
+/// whatever order copies of batches settle in.
+@Suite("Report totals", .serialized)
+struct ReportTotalsTests {
+    @Test func summariesAgreeWithTheWholeReport() async throws {
+        let redis = try await TestServers.connectRedis(logger: TestLogger.make("report-totals"))
+        let reports = RequestReports(redis: redis, keyPrefix: TestServers.uniqueName("totals"))
+        func batch(_ set: String, _ accepted: Int, _ tally: BatchTally, tokens: Int?, key: String? = nil) -> RequestReports.SettledBatch {
+            RequestReports.SettledBatch(
+                requestID: "r", markSet: set, accepted: accepted, batchKey: key ?? "\(set)#f", tally: tally, tokens: tokens, deliveredAt: 5)
+        }
+        let steps: [[RequestReports.SettledBatch]] = [
+            [batch("a", 90, BatchTally(failed: ["Unregistered": 4], retried: 6), tokens: 100)],
+            [batch("b", 50, BatchTally(failed: ["BadDeviceToken": 2, "Unregistered": 1], deferred: 3), tokens: 60)],
+            // A redelivered copy of a: more accepted, its tally replaced (fewer retries).
+            [batch("a", 94, BatchTally(failed: ["Unregistered": 4], retried: 2), tokens: 100)],
+            // An older copy's count again (an echo): the larger count stays, the tally is the copy's.
+            [batch("a", 90, BatchTally(failed: ["Unregistered": 4], retried: 2), tokens: 100)],
+            // a's retry batch: its own tally field; nothing left to fail; then the same, empty.
+            [batch("a", 96, BatchTally(failed: ["Expired": 1]), tokens: nil, key: "a#a1d0#g")],
+            [batch("a", 96, BatchTally(), tokens: nil, key: "a#a1d0#g")],
+        ]
+        for step in steps {
+            try await reports.recordSettled(app: "com.test.totals", batches: step)
+            let whole = try #require(try await reports.report(app: "com.test.totals", requestID: "r"))
+            let summary = try #require(try await reports.summaries(app: "com.test.totals", requestIDs: ["r"]).first)
+            #expect(summary.delivered == whole.delivered && summary.sent == whole.sent && summary.failedTotal == whole.failedTotal)
+            #expect(summary.retried == whole.retried && summary.deferred == whole.deferred && summary.state == whole.state)
+        }
+        let final = try #require(try await reports.report(app: "com.test.totals", requestID: "r"))
+        #expect(final.delivered == 146 && final.sent == 160 && final.failed == ["Unregistered": 5, "BadDeviceToken": 2])
+        #expect(final.retried == 2 && final.deferred == 3)
+        _ = try await redis.execute("DEL", reports.reportKey(app: "com.test.totals", requestID: "r"))
+        await redis.close()
+    }
+}

@@ -13,6 +13,7 @@
 /// | `b:<batch id>#<fingerprint>` | push-send, at every settled batch | that batch's ``BatchTally`` (a redelivered copy overwrites it) |
 /// | (the set `…:removed`) | push-feedback | the tokens removed as invalid |
 /// | `first`, `last` | push-send | ms of the first and last settled batch that delivered anything |
+/// | `t:delivered`, `t:sent`, `t:failed`, `t:retried`, `t:deferred` | push-send | running totals of the fields above, for summaries |
 ///
 /// Counting this way keeps the report exact after crashes and redeliveries: delivered tokens come from
 /// the delivery marks (each token of a mark set at most once however often its batch ran), a batch's
@@ -61,7 +62,8 @@ public struct RequestReport: Sendable, Equatable {
     public var lastDeliveryAt: Int64?
     public var deadReason: String?
 
-    public var failedTotal: Int { failed.values.reduce(0, Self.sum) }
+    /// Tokens that ended without delivery (the sum of ``failed``, or a summary's running total).
+    public var failedTotal: Int
 
     /// Builds the report from the two hashes and the number of tokens push-feedback removed (the size
     /// of the report's removal set); nil when none of them exists (unknown id, or expired).
@@ -95,6 +97,16 @@ public struct RequestReport: Sendable, Equatable {
             }
         }
         removed = min(max(removedTokens, 0), Self.maximumCount)
+        var failedTotal = failed.values.reduce(0, Self.sum)
+        // A summary (``RequestReports/summaries``) has the running totals instead of the per-batch fields.
+        if !report.keys.contains(where: { $0.hasPrefix("m:") || $0.hasPrefix("b:") || $0.hasPrefix("n:") }) {
+            delivered = Self.count(report["t:delivered"])
+            settledTokens = Self.count(report["t:sent"])
+            failedTotal = Self.count(report["t:failed"])
+            retried = Self.count(report["t:retried"])
+            deferred = Self.count(report["t:deferred"])
+        }
+        self.failedTotal = failedTotal
         sent = max(Self.count(progress["tokens"]), settledTokens)
         targeted = sent + skipped
         self.delivered = delivered
@@ -104,7 +116,7 @@ public struct RequestReport: Sendable, Equatable {
         self.removed = removed
         state = Self.state(
             progressState: progress["state"], isDead: deadReason != nil, hasProgress: !progress.isEmpty, sent: sent,
-            final: Self.sum(delivered, failed.values.reduce(0, Self.sum)))
+            final: Self.sum(delivered, failedTotal))
     }
 
     /// The state, from what push-render recorded and how many tokens have a final outcome.
