@@ -26,7 +26,7 @@ public struct ConsoleSessions: Sendable {
         self.ttl = ttl
     }
 
-    func key(_ cookie: String) -> String {
+    public func key(_ cookie: String) -> String {
         "\(keyPrefix):console:session:" + SHA256.hash(data: Array(cookie.utf8)).map { String(format: "%02x", $0) }.joined()
     }
 
@@ -53,7 +53,7 @@ public struct ConsoleSessions: Sendable {
         let replies = try await redis.pipeline([RedisCommand(["GET", key(cookie)]), expire])
         guard let value = replies.first?.string else { return nil }
         let parts = value.split(separator: " ", maxSplits: 2)
-        guard parts.count == 3, let created = Int64(parts[1]) else { return nil }
+        guard parts.count == 3, let created = Int64(parts[1]), created >= 0 else { return nil }
         let age = Self.milliseconds() - created
         guard age >= 0, age < Int64(Self.maximumLifetime.components.seconds) * 1000 else {
             try await delete(cookie)

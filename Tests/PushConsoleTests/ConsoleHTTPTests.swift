@@ -25,6 +25,7 @@ import TokenRegistry
         let client: any TestClientProtocol
         let backend: ConsoleBackend
         let sessions: ConsoleSessions
+        var redis: any RedisCommandExecutor { backend.redis }
         let app: String
         let names: PushQueues
         let tokens: [String]
@@ -150,6 +151,14 @@ import TokenRegistry
                 body: ByteBuffer(string: body))
             #expect(allowed.status == .accepted)
             #expect(try await harness.backend.amqp.queueStatus(harness.names.requests.name).messages == 1, "only the one with the token")
+
+            // A session value that is not what the console writes (a negative or huge creation time)
+            // is no login, and cannot make the age arithmetic trap.
+            for created in ["-9223372036854775808", "9223372036854775807", "x"] {
+                let cookie = String(repeating: "ab", count: 32)
+                _ = try await harness.redis.execute("SET", harness.sessions.key(cookie), "\(csrf) \(created) alice")
+                #expect(try await harness.get("/requests", cookie: cookie).status == .seeOther, "\(created)")
+            }
 
             // A session whose operator is no longer in the operators file is no login.
             let (stale, _) = try await harness.sessions.create(operatorName: "removed-operator")
