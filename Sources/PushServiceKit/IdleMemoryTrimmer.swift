@@ -10,19 +10,29 @@ public import ServiceLifecycle
 public struct IdleMemoryTrimmer: Service {
     public let interval: Duration
     private let trim: @Sendable () -> Void
+    private let cpuTime: @Sendable () -> Duration
 
-    public init(interval: Duration = .seconds(5), trim: @escaping @Sendable () -> Void = IdleMemoryTrimmer.mallocTrim) {
+    /// - Parameters:
+    ///   - trim: what to do when the process goes idle after work (`malloc_trim(0)`).
+    ///   - cpuTime: the CPU time used so far; the whole process's by default. Tests pass their own,
+    ///     since a test process shares its CPU time with every other test running beside it.
+    public init(
+        interval: Duration = .seconds(5),
+        trim: @escaping @Sendable () -> Void = IdleMemoryTrimmer.mallocTrim,
+        cpuTime: @escaping @Sendable () -> Duration = IdleMemoryTrimmer.processCPUTime
+    ) {
         self.interval = interval
         self.trim = trim
+        self.cpuTime = cpuTime
     }
 
     public func run() async throws {
         try? await cancelWhenGracefulShutdown {
             var policy = IdleTrimPolicy()
-            var last = Self.processCPUTime()
+            var last = cpuTime()
             while !Task.isCancelled {
                 try await Task.sleep(for: interval)
-                let now = Self.processCPUTime()
+                let now = cpuTime()
                 if policy.shouldTrim(cpuUsed: now - last, over: interval) { trim() }
                 last = now
             }
@@ -40,7 +50,7 @@ public struct IdleMemoryTrimmer: Service {
     /// CPU time the whole process used so far: C's `clock()`, in microseconds on POSIX (a 64-bit
     /// `clock_t` on Linux, so it does not wrap). Not `clock_gettime`: its `timespec` is ambiguous
     /// between Glibc and Dispatch here, depending on what else the module imports.
-    static func processCPUTime() -> Duration {
+    @Sendable public static func processCPUTime() -> Duration {
         .microseconds(Int64(clock()))
     }
 }
