@@ -4,8 +4,9 @@ public import Redis
 import Synchronization
 
 /// The apps file's `rate_limits` applied to a batch's tokens: `per_device_per_hour` for each token,
-/// `per_app_per_second` for the app, both in one atomic Redis script per shard of the batch
-/// (``RateLimiting/RateLimiter/checkBatches(_:)``, all in one pipeline).
+/// `per_app_per_second` for the app, both in atomic Redis scripts: one a batch on a standalone Redis,
+/// one per shard of the batch on a Redis Cluster (``RateLimiting/RateLimiter/checkBatches(_:sameNode:)``,
+/// all in one pipeline).
 ///
 /// Keys: `push:{<app>#<n>}:send:rate:device:<token>` for each token, beside the app's allowance in
 /// the same shard, `push:{<app>#<n>}:send:rate:app` (``shards`` shards, ``RedisHashTagSpread``), so
@@ -18,9 +19,14 @@ public struct SendRateLimits: Sendable {
     /// The shards the keys spread over.
     public static let shards = 24
 
-    public init(redis: any RedisCommandExecutor, keyPrefix: String = "push") {
+    /// Whether all shards' keys go to one script call (a standalone Redis), or each shard's to its own
+    /// (a Redis Cluster, where a script's keys must share a slot).
+    public let combinesShards: Bool
+
+    public init(redis: any RedisCommandExecutor, keyPrefix: String = "push", combinesShards: Bool = false) {
         self.limiter = RateLimiter(redis: redis)
         self.keyPrefix = keyPrefix
+        self.combinesShards = combinesShards
     }
 
     /// One decision per token, in order: allowed, or limited with the wait before it would be allowed.
@@ -42,7 +48,7 @@ public struct SendRateLimits: Sendable {
                 itemPeriod: .seconds(3600)
             )
         }
-        let answers = try await limiter.checkBatches(checks)
+        let answers = try await limiter.checkBatches(checks, sameNode: combinesShards)
         var decisions = [RateLimitDecision](repeating: .allowed(remaining: 0), count: tokens.count)
         for (shard, answer) in zip(shards, answers) {
             for (index, decision) in zip(groups[shard]!, answer) { decisions[index] = decision }

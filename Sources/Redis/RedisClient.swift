@@ -14,6 +14,9 @@ import Synchronization
 /// callers see the same API.
 public final class RedisClient: RedisCommandExecutor, Service {
     public let configuration: RedisConfiguration
+
+    /// False for a Redis Cluster.
+    public var keysShareOneNode: Bool { !configuration.isCluster }
     private let connections: [RedisConnection]
     private let next = Atomic<Int>(0)
     private let cluster: RedisClusterRouter?

@@ -14,9 +14,16 @@ public protocol RedisCommandExecutor: Sendable {
     /// Sends all commands in one write and returns their replies in order. Cheaper than concurrent
     /// ``send(_:)`` calls: one continuation for the batch, and no command from another caller in between.
     func pipeline(_ commands: [RedisCommand]) async throws(RedisError) -> [RedisReply]
+
+    /// Whether every key lives on one server, so one script may take keys of different hash slots
+    /// (false for a Redis Cluster, where a script's keys must share a slot).
+    var keysShareOneNode: Bool { get }
 }
 
 extension RedisCommandExecutor {
+    /// Not assumed: an executor that knows it talks to one server says so.
+    public var keysShareOneNode: Bool { false }
+
     /// `send(["GET", key])` without building a ``RedisCommand`` first.
     public func send(_ arguments: String...) async throws(RedisError) -> RedisReply {
         try await send(RedisCommand(arguments))

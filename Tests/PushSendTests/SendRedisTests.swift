@@ -45,9 +45,12 @@ struct SendRedisTests {
         }
     }
 
-    @Test func theAppLimitLetsABurstThroughAndSpreadsTheRest() async throws {
+    /// Both ways of calling the script: all shards in one call (a standalone Redis) and a call per
+    /// shard (a Redis Cluster) decide the same.
+    @Test(arguments: [true, false])
+    func theAppLimitLetsABurstThroughAndSpreadsTheRest(combinesShards: Bool) async throws {
         try await withSendRedis { redis, app in
-            let limits = SendRateLimits(redis: redis)
+            let limits = SendRateLimits(redis: redis, combinesShards: combinesShards)
             let configuration = AppConfiguration(
                 bundleID: app,
                 apns: .token(.init(keyFile: "k.p8", keyID: "ABC123DEFG", teamID: "DEF123GHIJ")),
@@ -90,9 +93,10 @@ struct SendRedisTests {
         }
     }
 
-    @Test func theDeviceLimitHoldsPerTokenAcrossBatches() async throws {
+    @Test(arguments: [true, false])
+    func theDeviceLimitHoldsPerTokenAcrossBatches(combinesShards: Bool) async throws {
         try await withSendRedis { redis, app in
-            let limits = SendRateLimits(redis: redis)
+            let limits = SendRateLimits(redis: redis, combinesShards: combinesShards)
             let configuration = AppConfiguration(
                 bundleID: app,
                 apns: .token(.init(keyFile: "k.p8", keyID: "ABC123DEFG", teamID: "DEF123GHIJ")),

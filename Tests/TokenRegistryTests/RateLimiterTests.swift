@@ -76,6 +76,57 @@ struct RateLimiterTests {
         await redis.close()
     }
 
+    /// Checks with different limits, one empty and one longer than a script call takes, decided in
+    /// calls of their own and in combined calls: the same decisions, each in its check's order.
+    @Test func combinedBatchCallsDecideAsSeparateOnes() async throws {
+        let redis = try await RegistryTesting.client()
+        let limiter = RateLimiter(redis: redis)
+        func checks(_ scope: String) -> [BatchRateLimit] {
+            [
+                BatchRateLimit(
+                    sharedKey: "push:ratelimit:{\(scope)}:a", sharedLimit: 3, sharedPeriod: .seconds(3600),
+                    itemKeys: (0..<5).map { "push:ratelimit:{\(scope)}:a:\($0 % 4)" }, itemLimit: 1, itemPeriod: .seconds(3600)),
+                BatchRateLimit(
+                    sharedKey: "push:ratelimit:{\(scope)}:b", sharedLimit: 100, sharedPeriod: .seconds(3600),
+                    itemKeys: [], itemLimit: 1, itemPeriod: .seconds(3600)),
+                BatchRateLimit(
+                    sharedKey: "push:ratelimit:{\(scope)}:d", sharedLimit: 10, sharedPeriod: .seconds(60),
+                    itemKeys: (0..<50).map { "push:ratelimit:{\(scope)}:d:\($0)" }, itemLimit: 5, itemPeriod: .seconds(3600)),
+                BatchRateLimit(
+                    sharedKey: "push:ratelimit:{\(scope)}:c", sharedLimit: 1200, sharedPeriod: .seconds(3600),
+                    itemKeys: (0..<1500).map { "push:ratelimit:{\(scope)}:c:\($0)" }, itemLimit: 2, itemPeriod: .seconds(3600)),
+            ]
+        }
+        let separateScope = TestServers.uniqueName("separate")
+        let combinedScope = TestServers.uniqueName("combined")
+        let separate = try await limiter.checkBatches(checks(separateScope), sameNode: false)
+        let combined = try await limiter.checkBatches(checks(combinedScope), sameNode: true)
+        // Combined: a and d in one call, then c's two parts (1,000 item keys at most a call).
+        #expect(separate.map(\.count) == [5, 0, 50, 1500])
+        #expect(combined.map(\.count) == [5, 0, 50, 1500])
+        // a: items 0-2 pass (the shared burst of 3), item 3 is refused by the shared allowance, and
+        // item 4 (key 0 again) by its own.
+        #expect(combined[0].map(\.isAllowed) == [true, true, true, false, false])
+        // d: its shared burst of 10 passes, with 4 of 5 left each; the rest wait 6 s more each.
+        #expect(combined[2].prefix(10).allSatisfy { $0 == .allowed(remaining: 4) })
+        #expect(combined[2].dropFirst(10).allSatisfy { !$0.isAllowed })
+        // c: the first 1200 pass with one of 2 left each, the rest wait for the shared allowance.
+        #expect(combined[3].prefix(1200).allSatisfy { $0 == .allowed(remaining: 1) })
+        #expect(!combined[3][1200].isAllowed && !combined[3][1499].isAllowed)
+        for (index, (one, other)) in zip(separate, combined).enumerated() {
+            #expect(one.map(\.isAllowed) == other.map(\.isAllowed), "check \(index)")
+            for (left, right) in zip(one, other) {
+                switch (left, right) {
+                case (.allowed(let a), .allowed(let b)): #expect(a == b)
+                case (.limited(let a), .limited(let b)): #expect(a - b < .seconds(5) && b - a < .seconds(5), "retry-after \(a) and \(b)")
+                default: break
+                }
+            }
+        }
+        for scope in [separateScope, combinedScope] { _ = try await redis.deleteKeys(matching: "push:ratelimit:{\(scope)}:*") }
+        await redis.close()
+    }
+
     @Test func aBurstOfTheLimitIsAllowedThenLimitedUntilRetryAfter() async throws {
         let redis = try await RegistryTesting.client()
         let limiter = RateLimiter(redis: redis)
