@@ -168,6 +168,7 @@ public struct FeedbackQueueConsumer: Service {
                     }
                 }
             } catch {
+                logger.debug("invalid-token removal failed; every event of the batch goes again", metadata: ["push.error": "\(error.message)"])
                 for index in owners { work[index] = Work(outcome: .retried, disposition: .retry(reason: error.message)) }
             }
         }
@@ -189,6 +190,12 @@ public struct FeedbackQueueConsumer: Service {
             case .success(.notFound(_?)) where Self.mayHaveBeenApplied(deliveries[owners[position]]):
                 break
             default:
+                logger.debug(
+                    "removal not counted in the request's report",
+                    metadata: [
+                        "push.token": "\(reports[position].token.redacted)", "push.outcome": "\(step.outcome)",
+                        "push.redelivered": "\(Self.mayHaveBeenApplied(deliveries[owners[position]]))",
+                    ])
                 continue
             }
             removals.append(.removed(app: reports[position].app, requestID: requestID, token: reports[position].token.hex))

@@ -114,7 +114,7 @@ public struct CrashGuard: Sendable {
                 "a message crashed the service twice; dead-lettering it", metadata: ["push.error": "\(reason)", "push.queue": "\(queue)"])
             let settled = await settler.settle(delivery, .deadLetter(reason: reason), amqp: amqp, logger: logger)
             if case .settled = settled.outcome, let mark {
-                _ = try? await redis.evalScript(Self.releaseScript, keys: [key], args: [mark.value])
+                _ = try? await redis.deleteKeys([key], ifValueIs: mark.value)
             }
             return .settled
         }
@@ -136,23 +136,14 @@ public struct CrashGuard: Sendable {
         }
         await work()
         do {
-            _ = try await redis.evalScript(Self.releaseScript, keys: keys, args: [mark.value])
+            // One call a mark on a Redis Cluster: marks spread over slots by their bodies (one call for
+            // a batch's marks failed there with CROSSSLOT and left them for their lifetime).
+            try await redis.deleteKeys(keys, ifValueIs: mark.value)
         } catch {
             // The marks expire; a mark whose owner left no crash note means nothing.
             logger.debug("could not remove in-progress marks", metadata: ["push.error": "\(error)"])
         }
     }
-
-    /// `KEYS` marks; `ARGV[1]` the mark this process set: each is removed only if still its own.
-    static let releaseScript = RedisScript(
-        """
-        local removed = 0
-        for _, key in ipairs(KEYS) do
-          if redis.call('GET', key) == ARGV[1] then removed = removed + redis.call('DEL', key) end
-        end
-        return removed
-        """
-    )
 
     private func warnUnguarded(_ error: any Error) {
         if claims.shouldWarn(now: monotonicSeconds()) {

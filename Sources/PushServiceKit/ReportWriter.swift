@@ -76,6 +76,9 @@ public final class ReportWriter: Sendable {
         if queued { return }
         do {
             try await send(updates)
+            logger.debug(
+                "wrote delivery-report updates",
+                metadata: ["push.updates": "\(updates.count)", "push.echo": "\(!echo)", "push.removed": "\(Self.removedTokens(updates))"])
             remember(updates, echo: echo)
         } catch {
             logger.warning(
@@ -174,6 +177,9 @@ public final class ReportWriter: Sendable {
             if batch.isEmpty { return }
             do {
                 try await send(batch)
+                logger.debug(
+                    "wrote waiting delivery-report updates",
+                    metadata: ["push.updates": "\(batch.count)", "push.replayed": "\(replayed)", "push.removed": "\(Self.removedTokens(batch))"])
                 failures = 0
                 let fresh = Array(batch.dropFirst(replayed))
                 state.withLock { state in
@@ -189,6 +195,14 @@ public final class ReportWriter: Sendable {
                 failures += 1
             }
         }
+    }
+
+    /// The removed tokens among `updates`, redacted as in other logs (their first 8 hex digits).
+    private static func removedTokens(_ updates: [Update]) -> String {
+        updates.compactMap { update -> String? in
+            guard case .removed(_, _, let token) = update else { return nil }
+            return String(token.prefix(8)) + "…"
+        }.joined(separator: ",")
     }
 
     private func send(_ updates: [Update]) async throws(RedisError) {

@@ -86,6 +86,21 @@ struct RedisClientTests {
         await client.close()
     }
 
+    @Test func deleteKeysIfValueIsDeletesOnlyWhatStillHoldsTheValue() async throws {
+        let client = try await RedisTesting.client()
+        #expect(client.keysShareOneNode, "a single server")
+        // Keys without a common hash tag, as the crash guard's marks are.
+        let keys = (0..<20).map { "\(TestServers.uniqueName("compare-and-delete")):\($0)" }
+        for reply in try await client.pipeline(keys.map { ["SET", $0, "mine", "EX", "60"] }) { _ = try reply.throwingServerError() }
+        try await client.execute("SET", keys[3], "theirs", "EX", "60")
+        #expect(try await client.deleteKeys(keys + ["\(keys[0]):never-set"], ifValueIs: "mine") == 19)
+        #expect(try await client.execute("GET", keys[3]).string == "theirs")
+        #expect(try await client.execute("EXISTS", keys[0]).integer == 0)
+        #expect(try await client.deleteKeys([], ifValueIs: "mine") == 0)
+        try await client.execute("DEL", keys[3])
+        await client.close()
+    }
+
     @Test func evalshaAfterScriptFlushLoadsTheScriptAgain() async throws {
         let client = try await RedisTesting.client("pool_size=1")
         let key = RedisTesting.prefix("script") + ":n"

@@ -80,6 +80,24 @@ import Testing
         }
     }
 
+    /// Keys in many slots, as the crash guard's marks are: one script a key, since a script's keys
+    /// must share a slot here (one script for all of them failed with CROSSSLOT).
+    @Test func deleteKeysIfValueIsWorksOnKeysInEverySlot() async throws {
+        try await Self.withClient { client in
+            #expect(!client.keysShareOneNode)
+            let prefix = TestServers.uniqueName("compare-and-delete")
+            let keys = (0..<60).map { "\(prefix):\($0)" }
+            #expect(Set(keys.map { RedisClusterSlot.slot(of: $0) }).count > 50)
+            for reply in try await client.pipeline(keys.map { ["SET", $0, "mine", "EX", "60"] }) { _ = try reply.throwingServerError() }
+            try await client.execute("SET", keys[7], "theirs", "EX", "60")
+            #expect(try await client.deleteKeys(keys, ifValueIs: "mine") == 59)
+            let left = try await client.pipeline(keys.map { ["EXISTS", $0] }).compactMap(\.integer).reduce(0, +)
+            #expect(left == 1)
+            #expect(try await client.execute("GET", keys[7]).string == "theirs")
+            try await client.execute("DEL", keys[7])
+        }
+    }
+
     @Test func aMigratingSlotIsFollowedThroughAskThenMoved() async throws {
         try await Self.withClient { client in
             let tag = TestServers.uniqueName("migrate")
@@ -140,6 +158,10 @@ import Testing
             let victim = masters[0]
             let killedAt = ContinuousClock.now
             try await Self.cluster.killNode(victim.index)
+            // One pipeline over every master while one cannot be reached: the part for it goes
+            // again once the map is read again, and the parts the others ran do not run twice.
+            let counters = (0..<300).map { "\(prefix):counter:\($0)" }
+            let counted = try? await client.pipeline(counters.map { RedisCommand(["INCR", $0]) })
             // Writes go on; those that fail (the victim's slots, until its replica is promoted) are
             // retried, as the services retry Redis while it is unavailable.
             var failures = 0
@@ -162,6 +184,14 @@ import Testing
             let recovered = ContinuousClock.now - killedAt
             let values = try await client.pipeline(keys.map { RedisCommand(["GET", $0]) })
             #expect(values.enumerated().allSatisfy { $0.element.string == "after-\($0.offset)" })
+            let counts = try await client.pipeline(counters.map { RedisCommand(["GET", $0]) }).map { Int($0.string ?? "0") ?? -1 }
+            for (key, count) in zip(counters, counts) {
+                let slot = RedisClusterSlot.slot(of: key)
+                let onVictim = victim.slots.contains { $0.contains(slot) }
+                // The victim's part either went to its promoted replica (1) or was never sent (0).
+                let expected: ClosedRange<Int> = counted != nil ? 1...1 : onVictim ? 0...1 : 1...1
+                #expect(expected.contains(count), "\(key) (slot \(slot), on the killed master: \(onVictim)) counted \(count) times")
+            }
             let keptValues = try await client.pipeline(kept.map { RedisCommand(["GET", $0]) })
             #expect(keptValues.allSatisfy { $0.string == "before" }, "a write the replica acknowledged was lost")
             let promoted = try await Self.nodes().filter { $0.role == "master" }

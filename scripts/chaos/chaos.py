@@ -594,6 +594,31 @@ class ClusterStack(Stack):
             if role.startswith("master"):
                 subprocess.run(["redis-cli", "-p", str(port), "FLUSHALL"], capture_output=True, text=True, timeout=30)
 
+    def replication_lag(self, port):
+        """How far the replicas of the master on `port` were behind it, in bytes of its replication
+        stream (what a failover now would lose of the writes it confirmed)."""
+        try:
+            r = subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", str(port), "INFO", "replication"],
+                               capture_output=True, text=True, timeout=5, stdin=subprocess.DEVNULL)
+            info = dict(line.split(":", 1) for line in r.stdout.splitlines() if ":" in line)
+            offset = int(info.get("master_repl_offset", "0"))
+            lags = [offset - int(dict(kv.split("=", 1) for kv in v.split(",")).get("offset", "0"))
+                    for k, v in info.items() if k.startswith("slave") and k[5:].isdigit()]
+            return f"its replicas {', '.join(f'{lag} bytes' for lag in lags) or 'none'} behind"
+        except (subprocess.SubprocessError, ValueError) as e:
+            return f"replication lag unknown ({e})"
+
+    def keys_of_token(self, token):
+        """Every key that names `token`, on every master (its record, its removal note)."""
+        found = []
+        for i, port, role, _ in self.redis_nodes_table():
+            if role != "master":
+                continue
+            r = subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", str(port), "--scan", "--pattern", f"*{token}*"],
+                               capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+            found += [k for k in r.stdout.split() if k]
+        return found
+
     def redis_nodes_table(self):
         """[(index, port, role, slot ranges)] from scripts/redis-cluster.sh nodes."""
         rows = []
@@ -732,7 +757,8 @@ class Run:
         st = self.stack
         slot, serves = self.redis_slot, self.redis_serves
         index, port = self.redis_victim
-        self.note(f"kill -9 Redis master {index} (127.0.0.1:{port}, serving slot {slot} of the app's registry)")
+        self.note(f"kill -9 Redis master {index} (127.0.0.1:{port}, serving slot {slot} of the app's registry); "
+                  + st.replication_lag(port))
         st.redis_down.add(port)
         t = time.time()
         st.cluster_script("redis", "kill-node", str(index))
@@ -1275,6 +1301,10 @@ def check_report(stack, result, request_id, accepted, dead_tokens):
         missing = [t for t in dead_tokens if t not in members]
         log(f"  NOTE report says {report.get('removed')} removed of {dead} dead tokens; the removed set holds {len(members)}; "
             f"dead tokens not in it: {len(missing)} (e.g. {missing[:2]})")
+        if isinstance(stack, ClusterStack):
+            for token in missing[:5]:
+                keys = stack.keys_of_token(token)
+                log(f"  NOTE {token[:16]}…: keys naming it now: {', '.join(keys) or 'none (no record, no removal note)'}")
     result["why"] += why
 
 

@@ -131,10 +131,7 @@ final class RedisClusterRouter: Sendable {
                 let connection = try pool(for: target).connection
                 reply = asking ? try await connection.pipeline([RedisCommand(["ASKING"]), command])[1] : try await connection.send(command)
             } catch {
-                // Not sent: no connection came up, or a map refresh closed the pool of a node that
-                // is no longer a master.
-                let notSent = error.code == .connectionFailed || (error.code == .closed && !state.withLock { $0.closed })
-                guard notSent, redirects < Self.maximumRedirects else { throw error }
+                guard isNotSent(error), redirects < Self.maximumRedirects else { throw error }
                 // Never sent: if a replica took over the slot meanwhile, send it there.
                 await refreshMap(force: false)
                 let now = try await node(for: command.routingKey)
@@ -168,51 +165,22 @@ final class RedisClusterRouter: Sendable {
         }
     }
 
+    /// Sends `commands` as one pipeline per master, concurrently, and returns the replies in order.
+    ///
+    /// When a master's part could not be sent (no connection came up), the map is read again and
+    /// **that part alone** goes once more, to the slots' masters now: the other masters' parts ran,
+    /// and running them again would run every command there twice (a removal that then finds
+    /// nothing, a counter counted twice). A part that may have run (the connection dropped after
+    /// sending) fails the call, as with one server.
     func pipeline(_ commands: [RedisCommand]) async throws(RedisError) -> [RedisReply] {
-        do throws(RedisError) {
-            return try await pipelineOnce(commands)
-        } catch {
-            // Not sent (see send(_:)): once more on the map read again.
-            guard error.code == .connectionFailed || (error.code == .closed && !state.withLock { $0.closed }) else { throw error }
-            await refreshMap(force: false)
-            return try await pipelineOnce(commands)
-        }
-    }
-
-    private func pipelineOnce(_ commands: [RedisCommand]) async throws(RedisError) -> [RedisReply] {
         if commands.isEmpty { return [] }
-        // Group by master; each group keeps the commands' order.
-        var groups: [RedisEndpoint: [Int]] = [:]
-        for (index, command) in commands.enumerated() {
-            groups[try await node(for: command.routingKey), default: []].append(index)
-        }
         var replies = [RedisReply](repeating: .null, count: commands.count)
-        if groups.count == 1, let (endpoint, indices) = groups.first {
-            let answered = try await pool(for: endpoint).connection.pipeline(commands)
-            for (index, reply) in zip(indices, answered) { replies[index] = reply }
-        } else {
-            let pools = try groups.map { endpoint, indices throws(RedisError) in (try pool(for: endpoint), indices) }
-            let results = await withTaskGroup(of: Result<[(Int, RedisReply)], RedisError>.self) { group in
-                for (pool, indices) in pools {
-                    group.addTask {
-                        do throws(RedisError) {
-                            let answered = try await pool.connection.pipeline(indices.map { commands[$0] })
-                            return .success(Array(zip(indices, answered)))
-                        } catch {
-                            return .failure(error)
-                        }
-                    }
-                }
-                var all: [Result<[(Int, RedisReply)], RedisError>] = []
-                for await result in group { all.append(result) }
-                return all
-            }
-            for result in results {
-                switch result {
-                case .success(let pairs): for (index, reply) in pairs { replies[index] = reply }
-                case .failure(let error): throw error
-                }
-            }
+        var unsent = Array(commands.indices)
+        for attempt in 0..<2 {
+            guard let (notSent, error) = try await sendParts(unsent, of: commands, into: &replies) else { break }
+            guard attempt == 0 else { throw error }
+            await refreshMap(force: false)
+            unsent = notSent
         }
         // Redirected or refused for the moment: send those again, one by one, through send().
         for index in replies.indices {
@@ -222,6 +190,66 @@ final class RedisClusterRouter: Sendable {
             replies[index] = try await send(commands[index])
         }
         return replies
+    }
+
+    /// Sends the commands at `indices`, one pipeline per master (each keeping their order), and
+    /// puts the replies in `replies`. Returns the indices of the parts that were not sent, with the
+    /// error, or nil when every part was answered; throws any other error.
+    private func sendParts(
+        _ indices: [Int], of commands: [RedisCommand], into replies: inout [RedisReply]
+    ) async throws(RedisError) -> (notSent: [Int], error: RedisError)? {
+        var groups: [RedisEndpoint: [Int]] = [:]
+        for index in indices {
+            groups[try await node(for: commands[index].routingKey), default: []].append(index)
+        }
+        let parts = try groups.map { endpoint, indices throws(RedisError) in (pool: try pool(for: endpoint), indices: indices) }
+        let results: [(indices: [Int], result: Result<[RedisReply], RedisError>)]
+        if parts.count == 1, let part = parts.first {
+            do throws(RedisError) {
+                let group = part.indices.count == commands.count ? commands : part.indices.map { commands[$0] }
+                results = [(part.indices, .success(try await part.pool.connection.pipeline(group)))]
+            } catch {
+                results = [(part.indices, .failure(error))]
+            }
+        } else {
+            results = await withTaskGroup(of: ([Int], Result<[RedisReply], RedisError>).self) { group in
+                for part in parts {
+                    group.addTask {
+                        do throws(RedisError) {
+                            return (part.indices, .success(try await part.pool.connection.pipeline(part.indices.map { commands[$0] })))
+                        } catch {
+                            return (part.indices, .failure(error))
+                        }
+                    }
+                }
+                var all: [(indices: [Int], result: Result<[RedisReply], RedisError>)] = []
+                for await result in group { all.append(result) }
+                return all
+            }
+        }
+        var notSent: [Int] = []
+        var notSentError: RedisError?
+        var failure: RedisError?
+        for (indices, result) in results {
+            switch result {
+            case .success(let answered):
+                for (index, reply) in zip(indices, answered) { replies[index] = reply }
+            case .failure(let error) where isNotSent(error):
+                notSent += indices
+                notSentError = error
+            case .failure(let error):
+                failure = error
+            }
+        }
+        if let failure { throw failure }
+        guard let notSentError else { return nil }
+        return (notSent.sorted(), notSentError)
+    }
+
+    /// Whether `error` says the command was never sent: no connection came up, or a map refresh
+    /// closed the pool of a node that is no longer a master.
+    private func isNotSent(_ error: RedisError) -> Bool {
+        error.code == .connectionFailed || (error.code == .closed && !state.withLock { $0.closed })
     }
 
     /// `TRYAGAIN` (a multi-key command during a migration) and `CLUSTERDOWN` (a failover in
