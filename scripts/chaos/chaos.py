@@ -1281,9 +1281,7 @@ def check_report(stack, result, request_id, accepted, dead_tokens):
                 why.append(f"report state {report.get('state')}, not done")
             if report.get("delivered") != accepted:
                 why.append(f"report says {report.get('delivered')} delivered, the sandbox accepted {accepted} distinct tokens")
-            # Known gap (see the README, "Delivery reports"): a Redis Cluster master failover has left
-            # push-feedback's removal count short in some runs; noted there, not failed.
-            if report.get("removed") != dead and not isinstance(stack, ClusterStack):
+            if report.get("removed") != dead:
                 why.append(f"report says {report.get('removed')} removed, {dead} dead tokens")
             final = (report.get("delivered") or 0) + (report.get("failed_total") or 0)
             if final != report.get("sent"):
@@ -1299,12 +1297,12 @@ def check_report(stack, result, request_id, accepted, dead_tokens):
         removed_key = f"push:{{{APP}}}:report:{request_id}:removed"
         members = {x.strip() for x in stack.redis_pipe([["SMEMBERS", removed_key]]) if len(x.strip()) >= 64}
         missing = [t for t in dead_tokens if t not in members]
-        log(f"  NOTE report says {report.get('removed')} removed of {dead} dead tokens; the removed set holds {len(members)}; "
+        log(f"  report says {report.get('removed')} removed of {dead} dead tokens; the removed set holds {len(members)}; "
             f"dead tokens not in it: {len(missing)} (e.g. {missing[:2]})")
         if isinstance(stack, ClusterStack):
             for token in missing[:5]:
                 keys = stack.keys_of_token(token)
-                log(f"  NOTE {token[:16]}…: keys naming it now: {', '.join(keys) or 'none (no record, no removal note)'}")
+                log(f"  {token[:16]}…: keys naming it now: {', '.join(keys) or 'none (no record, no removal note)'}")
     result["why"] += why
 
 
