@@ -51,6 +51,10 @@ final class ConnectionWakeups: Sendable {
 
     /// Wakes one open connection with room if it sleeps (an awake one picks the work up on its next
     /// pass). With no connection open or opening, wakes a closed one to connect.
+    ///
+    /// Sequentially consistent, as is the connection's side: it marks itself asleep and then reads
+    /// the queue's count (without a lock); a sender queues and then reads the mark here. Only with
+    /// all four in one order can neither miss the other.
     func wakeOne() {
         let count = slots.count
         let start = next.add(1, ordering: .relaxed).oldValue
@@ -60,7 +64,7 @@ final class ConnectionWakeups: Sendable {
             guard slot.isOpen.load(ordering: .acquiring) else { continue }
             anyOpen = true
             guard slot.freeStreams.load(ordering: .relaxed) > 0 else { continue }
-            if slot.sleeping.exchange(false, ordering: .acquiringAndReleasing) { slot.wake() }
+            if slot.sleeping.exchange(false, ordering: .sequentiallyConsistent) { slot.wake() }
             return
         }
         if !anyOpen { openAnother() }
@@ -70,7 +74,7 @@ final class ConnectionWakeups: Sendable {
     func openAnother() {
         guard connecting.load(ordering: .acquiring) == 0 else { return }
         for slot in slots where !slot.isOpen.load(ordering: .acquiring) {
-            if slot.sleeping.exchange(false, ordering: .acquiringAndReleasing) {
+            if slot.sleeping.exchange(false, ordering: .sequentiallyConsistent) {
                 slot.wake()
                 return
             }

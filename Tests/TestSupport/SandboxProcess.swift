@@ -48,24 +48,52 @@ public final class SandboxProcess: @unchecked Sendable {
         let directory = directory ?? FileManager.default.temporaryDirectory.appendingPathComponent("apns-sandbox-test-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         self.directory = directory
-        port = TestServers.freePort()
-        adminPort = TestServers.freePort()
-        var command = [Self.executable, "--port", String(port), "--admin-port", String(adminPort), "--fault-seed", "1"]
-        if let caFile {
-            self.caFile = caFile
-        } else {
-            self.caFile = directory.appendingPathComponent("ca.pem").path
-            command += ["--ca-out", self.caFile]
-        }
-        process = try ChildProcess(command + arguments, environment: ["PUSH_LOG_LEVEL": "debug"])
-        for _ in 0..<150 {
-            if let status = process.status {
+        let generatesCA = caFile == nil
+        let caFile = caFile ?? directory.appendingPathComponent("ca.pem").path
+        self.caFile = caFile
+        // A free port is free only until someone takes it: between choosing and binding, another
+        // test's server or an outgoing connection may. Then the sandbox says "Address already in
+        // use" and starts again on other ports (at most 5 tries).
+        var tries = 0
+        while true {
+            tries += 1
+            let (port, adminPort) = (TestServers.freePort(), TestServers.freePort())
+            var command = [Self.executable, "--port", String(port), "--admin-port", String(adminPort), "--fault-seed", "1"]
+            if generatesCA { command += ["--ca-out", caFile] }
+            let process = try ChildProcess(command + arguments, environment: ["PUSH_LOG_LEVEL": "debug"])
+            switch await Self.waitUntilUp(process, adminPort: adminPort, directory: directory) {
+            case .up:
+                self.port = port
+                self.adminPort = adminPort
+                self.process = process
+                return
+            case .exited where tries < 5 && process.output.contains("Address already in use"):
+                continue
+            case .exited(let status):
                 throw ChildProcessError("apns-sandbox exited with \(status):\n\(process.output)")
+            case .silent:
+                process.signal(SIGKILL)
+                throw ChildProcessError("apns-sandbox did not answer on its admin port within 15 s:\n\(process.output)")
             }
-            if let health = try? await admin("GET", "/healthz"), health.status == 200 { return }
-            try await Task.sleep(for: .milliseconds(100))
         }
-        throw ChildProcessError("apns-sandbox did not answer on its admin port within 15 s:\n\(process.output)")
+    }
+
+    private enum Start {
+        case up
+        case exited(Int32)
+        case silent
+    }
+
+    /// Waits up to 15 s for the admin port's `/healthz`.
+    private static func waitUntilUp(_ process: ChildProcess, adminPort: Int, directory: URL) async -> Start {
+        for _ in 0..<150 {
+            if let status = process.status { return .exited(status) }
+            let health = try? await curl(
+                url: "http://127.0.0.1:\(adminPort)/healthz", method: "GET", headers: [], body: nil, arguments: [], directory: directory)
+            if health?.status == 200 { return .up }
+            try? await Task.sleep(for: .milliseconds(100))
+        }
+        return .silent
     }
 
     deinit {

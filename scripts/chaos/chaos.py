@@ -614,9 +614,12 @@ class ClusterStack(Stack):
         for i, port, role, _ in self.redis_nodes_table():
             if role != "master":
                 continue
-            r = subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", str(port), "--scan", "--pattern", f"*{token}*"],
-                               capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
-            found += [k for k in r.stdout.split() if k]
+            try:
+                r = subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", str(port), "--scan", "--pattern", f"*{token}*"],
+                                   capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+                found += [k for k in r.stdout.split() if k]
+            except subprocess.SubprocessError as e:
+                found.append(f"(127.0.0.1:{port} not scanned: {e})")
         return found
 
     def redis_nodes_table(self):
