@@ -61,7 +61,10 @@ public struct DeviceToken: Sendable, Hashable, Comparable, CustomStringConvertib
     }
 
     /// A prefix for log lines: whole tokens are never logged.
-    public var redacted: String { String(hex.prefix(8)) + "…" }
+    public var redacted: String { Self.redacted(hex: hex) }
+
+    /// A token's hex as logs show it: its first 8 digits (for tokens kept as text).
+    public static func redacted(hex: String) -> String { String(hex.prefix(8)) + "…" }
 
     public var description: String { redacted }
 

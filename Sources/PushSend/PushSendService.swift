@@ -40,7 +40,7 @@ public struct PushSendService: Sendable {
             apps: apps,
             clients: pool,
             ledger: DeliveryLedger(redis: redis, ttl: send.dedupeTTL, keyPrefix: keyPrefix),
-            rateLimits: send.rateLimitsEnabled ? SendRateLimits(redis: redis, keyPrefix: keyPrefix, combinesShards: redis.keysShareOneNode) : nil,
+            rateLimits: send.rateLimitsEnabled ? SendRateLimits(redis: redis, keyPrefix: keyPrefix) : nil,
             pauses: pauses,
             queues: queues,
             configuration: send,

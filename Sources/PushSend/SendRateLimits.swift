@@ -23,10 +23,12 @@ public struct SendRateLimits: Sendable {
     /// (a Redis Cluster, where a script's keys must share a slot).
     public let combinesShards: Bool
 
-    public init(redis: any RedisCommandExecutor, keyPrefix: String = "push", combinesShards: Bool = false) {
+    /// - Parameter combinesShards: by default what `redis` says of itself
+    ///   (``Redis/RedisCommandExecutor/keysShareOneNode``); tests set it to try both ways.
+    public init(redis: any RedisCommandExecutor, keyPrefix: String = "push", combinesShards: Bool? = nil) {
         self.limiter = RateLimiter(redis: redis)
         self.keyPrefix = keyPrefix
-        self.combinesShards = combinesShards
+        self.combinesShards = combinesShards ?? redis.keysShareOneNode
     }
 
     /// One decision per token, in order: allowed, or limited with the wait before it would be allowed.

@@ -197,11 +197,11 @@ public final class ReportWriter: Sendable {
         }
     }
 
-    /// The removed tokens among `updates`, redacted as in other logs (their first 8 hex digits).
+    /// The removed tokens among `updates`, redacted as in other logs.
     private static func removedTokens(_ updates: [Update]) -> String {
         updates.compactMap { update -> String? in
             guard case .removed(_, _, let token) = update else { return nil }
-            return String(token.prefix(8)) + "…"
+            return DeviceToken.redacted(hex: token)
         }.joined(separator: ",")
     }
 

@@ -50,6 +50,7 @@ struct SendRedisTests {
     @Test(arguments: [true, false])
     func theAppLimitLetsABurstThroughAndSpreadsTheRest(combinesShards: Bool) async throws {
         try await withSendRedis { redis, app in
+            #expect(SendRateLimits(redis: redis).combinesShards, "a single server combines by default")
             let limits = SendRateLimits(redis: redis, combinesShards: combinesShards)
             let configuration = AppConfiguration(
                 bundleID: app,

@@ -203,25 +203,21 @@ final class RedisClusterRouter: Sendable {
             groups[try await node(for: commands[index].routingKey), default: []].append(index)
         }
         let parts = try groups.map { endpoint, indices throws(RedisError) in (pool: try pool(for: endpoint), indices: indices) }
-        let results: [(indices: [Int], result: Result<[RedisReply], RedisError>)]
-        if parts.count == 1, let part = parts.first {
+        /// One master's part, answered or failed.
+        @Sendable func send(_ part: (pool: NodePool, indices: [Int])) async -> (indices: [Int], result: Result<[RedisReply], RedisError>) {
             do throws(RedisError) {
                 let group = part.indices.count == commands.count ? commands : part.indices.map { commands[$0] }
-                results = [(part.indices, .success(try await part.pool.connection.pipeline(group)))]
+                return (part.indices, .success(try await part.pool.connection.pipeline(group)))
             } catch {
-                results = [(part.indices, .failure(error))]
+                return (part.indices, .failure(error))
             }
+        }
+        let results: [(indices: [Int], result: Result<[RedisReply], RedisError>)]
+        if parts.count == 1, let part = parts.first {
+            results = [await send(part)]
         } else {
-            results = await withTaskGroup(of: ([Int], Result<[RedisReply], RedisError>).self) { group in
-                for part in parts {
-                    group.addTask {
-                        do throws(RedisError) {
-                            return (part.indices, .success(try await part.pool.connection.pipeline(part.indices.map { commands[$0] })))
-                        } catch {
-                            return (part.indices, .failure(error))
-                        }
-                    }
-                }
+            results = await withTaskGroup(of: (indices: [Int], result: Result<[RedisReply], RedisError>).self) { group in
+                for part in parts { group.addTask { await send(part) } }
                 var all: [(indices: [Int], result: Result<[RedisReply], RedisError>)] = []
                 for await result in group { all.append(result) }
                 return all
