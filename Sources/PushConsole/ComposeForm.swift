@@ -1,4 +1,5 @@
 import Foundation
+public import Logging
 public import PushCore
 
 /// The console's compose form as a push request (CONTRACT.md, "Push request v1"). Pure: the fields
@@ -142,7 +143,11 @@ public struct ConsoleError: Error, Sendable, Equatable, CustomStringConvertible 
 
     public var description: String { field.map { "\($0): \(message)" } ?? message }
 
-    public static func unavailable(_ what: String, _ error: any Error) -> ConsoleError {
-        ConsoleError(status: 503, code: "unavailable", "\(what) is unavailable: \(error)")
+    /// `what` cannot be reached. The cause (an address, the server's words) goes to the console's log,
+    /// never to the client: whoever sends a cookie or a request must not learn where Redis or the
+    /// broker listens.
+    public static func unavailable(_ what: String, _ error: any Error, logger: Logger) -> ConsoleError {
+        logger.error("console: \(what) is unavailable", metadata: ["push.error": "\(error)"])
+        return ConsoleError(status: 503, code: "unavailable", "\(what) is unavailable; try again shortly (the console's log says why)")
     }
 }

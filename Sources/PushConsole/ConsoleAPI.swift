@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import Logging
 import NIOCore
 import PushCore
 import PushServiceKit
@@ -28,10 +29,17 @@ struct ConsoleAPI: Sendable {
         return Array(buffer.readableBytesView)
     }
 
+    /// The `app` of a push request's JSON, for the scope check before it is read in full; "" when it
+    /// names none (the request is then refused for lack of the scope, or by the backend's own check).
+    static func app(of body: [UInt8]) -> String {
+        (try? JSONValue.parse(body))?["app"]?.stringValue ?? ""
+    }
+
     func requests(_ request: Request, context: ConsoleRequestContext) async -> Response {
+        if let refusal = context.refusal(.read, app: nil) { return Self.failure(refusal) }
         let limit = Int(FormFields.parse(request.uri.query ?? "")["limit"] ?? "") ?? 50
         do {
-            let reports = try await backend.recentReports(limit: min(max(limit, 1), 500))
+            let reports = try await backend.recentReports(limit: min(max(limit, 1), 500), apps: context.apps(for: .read, of: backend.appIDs))
             return Self.json(["requests": reports.map(\.jsonObject)])
         } catch {
             return Self.failure(error)
@@ -39,6 +47,7 @@ struct ConsoleAPI: Sendable {
     }
 
     func report(context: ConsoleRequestContext) async -> Response {
+        if let refusal = context.refusal(.read, app: context.pathParameter("app")) { return Self.failure(refusal) }
         do {
             let report = try await backend.report(app: context.pathParameter("app"), requestID: context.pathParameter("id"))
             return Self.json(report.jsonObject)
@@ -66,7 +75,9 @@ struct ConsoleAPI: Sendable {
 
     func preview(_ request: Request, context: ConsoleRequestContext) async -> Response {
         do {
-            let preview = try await backend.preview(try await requestBody(request))
+            let body = try await requestBody(request)
+            if let refusal = context.refusal(.send, app: Self.app(of: body)) { return Self.failure(refusal) }
+            let preview = try await backend.preview(body)
             return Self.json([
                 "id": preview.request.id, "app": preview.request.app.bundleID, "targets": preview.targets.map { $0 as Any } ?? NSNull(),
                 "locales": preview.locales.map { ["locale": $0.locale, "payload": $0.payload] },
@@ -78,7 +89,9 @@ struct ConsoleAPI: Sendable {
 
     func send(_ request: Request, context: ConsoleRequestContext) async -> Response {
         do {
-            let sent = try await backend.send(try await requestBody(request), operatorName: context.operatorName ?? "-")
+            let body = try await requestBody(request)
+            if let refusal = context.refusal(.send, app: Self.app(of: body)) { return Self.failure(refusal) }
+            let sent = try await backend.send(body, operatorName: context.operatorName ?? "-")
             return Self.json(
                 ["id": sent.request.id, "app": sent.request.app.bundleID, "targets": sent.targets.map { $0 as Any } ?? NSNull()], status: .accepted)
         } catch {
@@ -87,13 +100,17 @@ struct ConsoleAPI: Sendable {
     }
 
     func dead(_ request: Request, context: ConsoleRequestContext) async -> Response {
+        if let refusal = context.refusal(.deadLetters, app: nil) { return Self.failure(refusal) }
         let limit = Int(FormFields.parse(request.uri.query ?? "")["limit"] ?? "") ?? 100
         do {
-            let letters = try await backend.deadLetters(limit: min(max(limit, 1), 1000))
+            let letters = try await backend.deadLetters(
+                limit: min(max(limit, 1), 1000), apps: context.permissions?.apps(for: .deadLetters) ?? .only([]))
+            context.audit("dead.read", ["push.letters": "\(letters.count)"])
             return Self.json([
                 "dead_letters": letters.map { letter -> [String: Any] in
                     [
                         "key": letter.key, "reason": letter.reason.description, "source": letter.source.map { $0 as Any } ?? NSNull(),
+                        "app": letter.app.map { $0 as Any } ?? NSNull(),
                         "target": letter.target.map { $0 as Any } ?? NSNull(), "body": String(decoding: letter.body, as: UTF8.self),
                     ]
                 }
@@ -104,18 +121,20 @@ struct ConsoleAPI: Sendable {
     }
 
     func replay(_ request: Request, context: ConsoleRequestContext) async -> Response {
+        if let refusal = context.refusal(.deadLetters, app: nil) { return Self.failure(refusal) }
         let fields = FormFields.parse(request.uri.query ?? "")
         do {
             let queue = try await backend.replay(
                 key: context.pathParameter("key"), to: fields["queue"].flatMap { $0.isEmpty ? nil : $0 },
-                operatorName: context.operatorName ?? "-")
+                apps: context.permissions?.apps(for: .deadLetters) ?? .only([]), operatorName: context.operatorName ?? "-")
             return Self.json(["replayed": 1, "queue": queue])
         } catch {
             return Self.failure(error)
         }
     }
 
-    func status() async -> Response {
+    func status(context: ConsoleRequestContext) async -> Response {
+        if let refusal = context.refusal(.read, app: nil) { return Self.failure(refusal) }
         let queues = await backend.queueStates().map { state -> [String: Any] in
             var object: [String: Any] = [
                 "name": state.name, "ready": state.ready.map { $0 as Any } ?? NSNull(), "consumers": state.consumers.map { $0 as Any } ?? NSNull(),
@@ -123,7 +142,7 @@ struct ConsoleAPI: Sendable {
             if let problem = state.problem { object["problem"] = problem }
             return object
         }
-        let apps = await backend.appStates().map { app -> [String: Any] in
+        let apps = await backend.appStates(of: context.apps(for: .read, of: backend.appIDs)).map { app -> [String: Any] in
             [
                 "app": app.app, "environment": app.environment, "auth": app.auth,
                 "expires_in_days": app.expiresInDays.map { ($0 * 10).rounded() / 10 as Any } ?? NSNull(),
@@ -135,8 +154,14 @@ struct ConsoleAPI: Sendable {
     }
 
     func device(context: ConsoleRequestContext) async -> Response {
+        let app = context.pathParameter("app")
+        if let refusal = context.refusal(.tokens, app: app) { return Self.failure(refusal) }
         do {
-            guard let record = try await backend.device(app: context.pathParameter("app"), token: context.pathParameter("token")) else {
+            let record = try await backend.device(app: app, token: context.pathParameter("token"))
+            context.audit(
+                "token.lookup", app: app,
+                ["push.token": "\(DeviceToken.redacted(hex: context.pathParameter("token")))", "push.found": "\(record != nil)"])
+            guard let record else {
                 return Self.failure(ConsoleError(status: 404, code: "not_found", "no device with this token is registered"))
             }
             return Response(
@@ -147,6 +172,7 @@ struct ConsoleAPI: Sendable {
     }
 
     func deleteDevice(context: ConsoleRequestContext) async -> Response {
+        if let refusal = context.refusal(.tokens, app: context.pathParameter("app")) { return Self.failure(refusal) }
         do {
             let removed = try await backend.removeDevice(
                 app: context.pathParameter("app"), token: context.pathParameter("token"), operatorName: context.operatorName ?? "-")

@@ -13,16 +13,22 @@ public typealias ConsoleApplication = Application<RouterResponder<ConsoleRequest
 /// The request context: who is asking, once ``ConsoleAuthentication`` found out.
 public struct ConsoleRequestContext: RequestContext, RemoteAddressRequestContext {
     public var coreContext: CoreRequestContextStorage
-    /// The peer of the connection (for the login throttle).
+    /// The peer of the connection.
     public let remoteAddress: SocketAddress?
+    /// The client: the peer, or what a trusted proxy forwarded (``ConsoleClientAddress``); for the
+    /// login budget and the audit log.
+    public var clientAddress: String
     /// The operator (a login) or API key name.
     public var operatorName: String?
+    /// What that operator or key may do.
+    public var permissions: ConsolePermissions?
     /// The login session, when the request came with its cookie (not for bearer keys).
     public var session: ConsoleSessions.Session?
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = CoreRequestContextStorage(source: source)
         remoteAddress = source.channel.remoteAddress
+        clientAddress = source.channel.remoteAddress?.ipAddress ?? "unknown"
     }
 
     /// A path parameter percent-decoded (a request id may hold `/`, spaces or any letter); empty when
@@ -44,6 +50,7 @@ public func buildConsoleApplication(
     let pages = try ConsolePages(backend: backend, credentials: credentials, sessions: sessions, console: console)
     let router = Router(context: ConsoleRequestContext.self)
     router.add(middleware: ConsoleHeaders())
+    router.add(middleware: ConsoleClientAddress(trustedProxies: console.trustedProxies))
     AdminRoutes(readiness: readiness).add(to: router)
     router.get("/static/console.css") { _, _ in ConsolePages.asset(ConsoleTemplates.css, type: "text/css; charset=utf-8") }
     router.get("/static/console.js") { _, _ in ConsolePages.asset(ConsoleTemplates.javascript, type: "text/javascript; charset=utf-8") }
@@ -51,7 +58,7 @@ public func buildConsoleApplication(
     router.post("/login") { request, context in await pages.login(request, context: context) }
 
     let authenticated = router.group().add(middleware: ConsoleAuthentication(credentials: credentials, sessions: sessions))
-    authenticated.get("/") { _, _ in ConsolePages.redirect("/requests") }
+    authenticated.get("/") { _, context in ConsolePages.redirect(ConsolePages.home(context.permissions)) }
     authenticated.post("/logout") { request, context in await pages.logout(request, context: context) }
     authenticated.get("/compose") { _, context in pages.composePage(context: context) }
     authenticated.post("/compose") { request, context in await pages.compose(request, context: context) }
@@ -70,7 +77,7 @@ public func buildConsoleApplication(
     authenticated.post("/api/v1/preview") { request, context in await api.preview(request, context: context) }
     authenticated.get("/api/v1/dead") { request, context in await api.dead(request, context: context) }
     authenticated.post("/api/v1/dead/{key}/replay") { request, context in await api.replay(request, context: context) }
-    authenticated.get("/api/v1/status") { _, _ in await api.status() }
+    authenticated.get("/api/v1/status") { _, context in await api.status(context: context) }
     authenticated.get("/api/v1/apps/{app}/tokens/{token}") { _, context in await api.device(context: context) }
     authenticated.delete("/api/v1/apps/{app}/tokens/{token}") { _, context in await api.deleteDevice(context: context) }
 
@@ -80,6 +87,20 @@ public func buildConsoleApplication(
         onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? configuration.httpPort) },
         logger: logger
     )
+}
+
+/// Sets the context's client address: the peer, or what a trusted proxy forwarded in `X-Forwarded-For`.
+struct ConsoleClientAddress: RouterMiddleware {
+    typealias Context = ConsoleRequestContext
+    let trustedProxies: TrustedProxies
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard !trustedProxies.isEmpty else { return try await next(request, context) }
+        var context = context
+        context.clientAddress = trustedProxies.clientAddress(
+            peer: context.remoteAddress?.ipAddress ?? "unknown", forwardedFor: request.headers[values: HTTPField.Name("X-Forwarded-For")!])
+        return try await next(request, context)
+    }
 }
 
 /// Headers on every answer: no caching, no framing, no sniffing, scripts and styles from the console
@@ -102,7 +123,8 @@ struct ConsoleHeaders: RouterMiddleware {
 /// login goes to `/login` (303); the API answers `401`. A POST from a login session must carry the
 /// session's CSRF token (the form's `csrf` field, checked by the page; `X-CSRF-Token` for the API).
 /// A session is refused once its operator is no longer in the operators file, or after
-/// ``ConsoleSessions/maximumLifetime`` however much it is used.
+/// ``ConsoleSessions/maximumLifetime`` however much it is used, or when its value in Redis is not one
+/// the console signed. Refusals are written to the audit log.
 struct ConsoleAuthentication: RouterMiddleware {
     typealias Context = ConsoleRequestContext
     let credentials: OperatorCredentials
@@ -115,30 +137,41 @@ struct ConsoleAuthentication: RouterMiddleware {
         // By segment, as the router matches: `//api/…` is the API too.
         let isAPI = request.uri.path.split(separator: "/").first == "api"
         if let authorization = request.headers[.authorization], authorization.hasPrefix("Bearer ") {
-            guard let name = credentials.apiKeyName(String(authorization.dropFirst(7))) else {
+            guard let key = credentials.apiKey(String(authorization.dropFirst(7))) else {
+                context.audit("refused", operatorName: "-", ["push.reason": "bad_key"])
                 return ConsoleAPI.failure(ConsoleError(status: 401, code: "unauthorized", "the bearer key is not one of the console's API keys"))
             }
-            context.operatorName = name
+            context.operatorName = key.name
+            context.permissions = key.permissions
             return try await next(request, context)
         }
         if let cookie = Self.cookie(request) {
+            let found: ConsoleSessions.Session?
             do {
-                if let session = try await sessions.find(cookie), credentials.operators.contains(where: { $0.name == session.operatorName }) {
-                    context.operatorName = session.operatorName
-                    context.session = session
-                    let changes = request.method != .get && request.method != .head
-                    let token = request.headers[HTTPField.Name("X-CSRF-Token")!] ?? ""
-                    if isAPI, changes, !PasswordHash.constantTimeEqual(Array(token.utf8), Array(session.csrf.utf8)) {
-                        return ConsoleAPI.failure(
-                            ConsoleError(status: 403, code: "forbidden", "a session's API calls that change things need X-CSRF-Token"))
-                    }
-                    return try await next(request, context)
-                }
-            } catch {
-                context.logger.error("console sessions unreadable", metadata: ["push.error": "\(error)"])
+                found = try await sessions.find(cookie)
+            } catch .forged {
+                context.audit("refused", operatorName: "-", ["push.reason": "forged_session"])
+                found = nil
+            } catch .redis(let error) {
+                let failure = ConsoleError.unavailable("Redis", error, logger: context.logger)
                 return isAPI
-                    ? ConsoleAPI.failure(ConsoleError.unavailable("Redis", error))
+                    ? ConsoleAPI.failure(failure)
                     : ConsolePages.plain(.serviceUnavailable, "The console cannot read its sessions (Redis is unavailable). Try again shortly.")
+            }
+            if let session = found, let permissions = credentials.permissions(of: session.operatorName),
+                credentials.operators.contains(where: { $0.name == session.operatorName })
+            {
+                context.operatorName = session.operatorName
+                context.permissions = permissions
+                context.session = session
+                let changes = request.method != .get && request.method != .head
+                let token = request.headers[HTTPField.Name("X-CSRF-Token")!] ?? ""
+                if isAPI, changes, !PasswordHash.constantTimeEqual(Array(token.utf8), Array(session.csrf.utf8)) {
+                    context.audit("refused", ["push.reason": "csrf", "push.path": "\(request.uri.path)"])
+                    return ConsoleAPI.failure(
+                        ConsoleError(status: 403, code: "forbidden", "a session's API calls that change things need X-CSRF-Token"))
+                }
+                return try await next(request, context)
             }
         }
         if isAPI { return ConsoleAPI.failure(ConsoleError(status: 401, code: "unauthorized", "log in or send Authorization: Bearer <API key>")) }

@@ -110,7 +110,7 @@ public struct ConsoleBackend: Sendable {
         } catch let error as ConsoleError {
             throw error
         } catch {
-            throw ConsoleError.unavailable("the token registry (Redis)", error)
+            throw ConsoleError.unavailable("the token registry (Redis)", error, logger: logger)
         }
     }
 
@@ -136,7 +136,7 @@ public struct ConsoleBackend: Sendable {
         do {
             try await reports.recordQueued(app: request.app.bundleID, requestID: request.id, now: now())
         } catch {
-            throw ConsoleError.unavailable("Redis", error)
+            throw ConsoleError.unavailable("Redis", error, logger: logger)
         }
         do {
             try await amqp.publish(
@@ -144,7 +144,7 @@ public struct ConsoleBackend: Sendable {
                     exchange: queues.exchange, routingKey: queues.requests.routingKey, body: body,
                     properties: AMQPProperties(contentType: "application/json", persistent: true, timestamp: UInt64(Swift.max(0, now() / 1000)))))
         } catch {
-            throw ConsoleError.unavailable("RabbitMQ", error)
+            throw ConsoleError.unavailable("RabbitMQ", error, logger: logger)
         }
         logger.notice(
             "console action",
@@ -163,7 +163,7 @@ public struct ConsoleBackend: Sendable {
         do {
             found = try await reports.report(app: app, requestID: requestID)
         } catch {
-            throw ConsoleError.unavailable("Redis", error)
+            throw ConsoleError.unavailable("Redis", error, logger: logger)
         }
         guard let found else {
             throw ConsoleError(status: 404, code: "not_found", "no report of \(requestID) (unknown, not yet taken by push-render, or expired)")
@@ -173,16 +173,18 @@ public struct ConsoleBackend: Sendable {
 
     /// The newest `limit` requests over every app, newest first, as summaries (totals; no failures by
     /// reason: ``PushServiceKit/RequestReports/summaries(app:requestIDs:)``).
-    public func recentReports(limit: Int) async throws(ConsoleError) -> [RequestReport] {
+    /// The newest `limit` reports of `shown` (default: every app).
+    public func recentReports(limit: Int, apps shown: [String]? = nil) async throws(ConsoleError) -> [RequestReport] {
+        let shown = shown ?? appIDs
         do {
             var recent: [(app: String, id: String, at: Int64)] = []
-            for app in appIDs {
+            for app in shown {
                 recent += try await reports.recent(app: app, limit: limit).map { (app, $0.id, $0.at) }
             }
             recent.sort { $0.at > $1.at }
             let newest = recent.prefix(limit)
             var found: [RequestReport] = []
-            for app in appIDs {
+            for app in shown {
                 found += try await reports.summaries(app: app, requestIDs: newest.filter { $0.app == app }.map(\.id))
             }
             let order = Dictionary(
@@ -190,29 +192,36 @@ public struct ConsoleBackend: Sendable {
             found.sort { (order["\($0.app)\n\($0.id)"] ?? 0) < (order["\($1.app)\n\($1.id)"] ?? 0) }
             return found
         } catch {
-            throw ConsoleError.unavailable("Redis", error)
+            throw ConsoleError.unavailable("Redis", error, logger: logger)
         }
     }
 
     // MARK: Dead letters
 
-    public func deadLetters(limit: Int) async throws(ConsoleError) -> [DeadLetter] {
+    /// The first `limit` dead letters, of them those of `apps`: a letter whose body names no app is
+    /// shown only to whoever may read every app's letters.
+    public func deadLetters(limit: Int, apps: ConsoleAppSet = .all) async throws(ConsoleError) -> [DeadLetter] {
+        let letters: [DeadLetter]
         do {
-            return try await DeadLetterQueue(amqp: amqp, queues: queues).peek(limit: limit)
+            letters = try await DeadLetterQueue(amqp: amqp, queues: queues).peek(limit: limit)
         } catch {
-            throw ConsoleError.unavailable("RabbitMQ", error)
+            throw ConsoleError.unavailable("RabbitMQ", error, logger: logger)
         }
+        return letters.filter { apps == .all || $0.app.map(apps.contains) == true }
     }
 
-    /// Replays the dead letter `key` to `queue` (default: where it came from, or where its kind goes).
-    public func replay(key: String, to queue: String?, operatorName: String) async throws(ConsoleError) -> String {
+    /// Replays the dead letter `key` to `queue` (default: where it came from, or where its kind goes),
+    /// when it belongs to one of `apps`.
+    public func replay(key: String, to queue: String?, apps: ConsoleAppSet = .all, operatorName: String) async throws(ConsoleError) -> String {
         let result: DeadLetterQueue.Replayed
         do {
-            result = try await DeadLetterQueue(amqp: amqp, queues: queues).replay(key: key, to: queue, now: UInt64(Swift.max(0, now() / 1000)))
+            result = try await DeadLetterQueue(amqp: amqp, queues: queues).replay(
+                key: key, to: queue, now: UInt64(Swift.max(0, now() / 1000)),
+                permitted: { letter in apps == .all || letter.app.map(apps.contains) == true })
         } catch let error as DeadLetterReplayError {
             throw ConsoleError(field: "queue", error.description)
         } catch {
-            throw ConsoleError.unavailable("RabbitMQ", error)
+            throw ConsoleError.unavailable("RabbitMQ", error, logger: logger)
         }
         switch result {
         case .replayed(let target):
@@ -224,6 +233,10 @@ public struct ConsoleBackend: Sendable {
             throw ConsoleError(status: 404, code: "not_found", field: "key", "no dead letter \(key) among the first \(searched) (replayed already?)")
         case .noTarget:
             throw ConsoleError(field: "queue", "the letter names no queue and its body is of no known kind: choose the queue")
+        case .notPermitted(let app):
+            throw ConsoleError(
+                status: 403, code: "forbidden", field: "scope",
+                "\(operatorName) lacks the scope dead-letters for \(app.map { "the app \($0)" } ?? "letters that name no app")")
         }
     }
 
@@ -261,10 +274,12 @@ public struct ConsoleBackend: Sendable {
         return states
     }
 
-    public func appStates() async -> [AppState] {
-        let paused = (try? await pauseNotes.read(apps: appIDs)) ?? [:]
+    /// The credentials and pauses of `shown` (default: every app).
+    public func appStates(of shown: [String]? = nil) async -> [AppState] {
+        let shown = shown ?? appIDs
+        let paused = (try? await pauseNotes.read(apps: shown)) ?? [:]
         let seconds = now() / 1000
-        return appIDs.compactMap { apps.app(bundleID: $0) }.map { app in
+        return shown.compactMap { apps.app(bundleID: $0) }.map { app in
             let credentials = CredentialReport.inspect(app, now: seconds)
             return AppState(
                 app: app.bundleID, environment: credentials.environment.rawValue, auth: credentials.kind.rawValue,
@@ -295,7 +310,7 @@ public struct ConsoleBackend: Sendable {
         do {
             return try await registry.record(app: app, token: token)
         } catch {
-            throw ConsoleError.unavailable("the token registry (Redis)", error)
+            throw ConsoleError.unavailable("the token registry (Redis)", error, logger: logger)
         }
     }
 
@@ -307,7 +322,7 @@ public struct ConsoleBackend: Sendable {
         do {
             removed = try await registry.delete(app: app, token: device, at: now())
         } catch {
-            throw ConsoleError.unavailable("the token registry (Redis)", error)
+            throw ConsoleError.unavailable("the token registry (Redis)", error, logger: logger)
         }
         logger.notice(
             "console action",

@@ -1,3 +1,4 @@
+import Foundation
 public import PushServiceKit
 
 /// push-console's own settings (the shared ones are ``PushServiceKit/PushConfiguration``'s):
@@ -7,6 +8,9 @@ public import PushServiceKit
 /// | `PUSH_CONSOLE_OPERATORS_FILE` | ``operatorsFile`` | none: required (the console has no default password) |
 /// | `PUSH_CONSOLE_SESSION_TTL_S` | ``sessionTTL`` | `28800` (8 hours) |
 /// | `PUSH_CONSOLE_SECURE_COOKIES` | ``secureCookies`` | `false`; `true` behind TLS |
+/// | `PUSH_CONSOLE_SESSION_KEYS_FILE` | ``sessionKeysFile`` | none: a key made at start |
+/// | `PUSH_CONSOLE_SESSION_SECRETS` | ``sessionSecrets`` | none |
+/// | `PUSH_CONSOLE_TRUSTED_PROXIES` | ``trustedProxies`` | none |
 public struct ConsoleConfiguration: Sendable, Hashable {
     /// The operators and API keys (``OperatorCredentials``).
     public var operatorsFile: String
@@ -15,10 +19,43 @@ public struct ConsoleConfiguration: Sendable, Hashable {
     /// Marks the session cookie `Secure` (only sent over HTTPS).
     public var secureCookies: Bool
 
-    public init(operatorsFile: String = "", sessionTTL: Duration = .seconds(8 * 3600), secureCookies: Bool = false) {
+    /// A file of the keys that sign sessions (``SessionKeys``), one a line, the signing key first.
+    public var sessionKeysFile: String
+    /// The same keys given inline, comma-separated (for an environment without files).
+    public var sessionSecrets: String
+    /// Proxies (addresses, CIDR ranges) whose `X-Forwarded-For` names the client, for the login
+    /// budget per address and the audit log.
+    public var trustedProxies: TrustedProxies = .none
+
+    public init(
+        operatorsFile: String = "", sessionTTL: Duration = .seconds(8 * 3600), secureCookies: Bool = false, sessionKeysFile: String = "",
+        sessionSecrets: String = ""
+    ) {
         self.operatorsFile = operatorsFile
         self.sessionTTL = sessionTTL
         self.secureCookies = secureCookies
+        self.sessionKeysFile = sessionKeysFile
+        self.sessionSecrets = sessionSecrets
+    }
+
+    /// The keys that sign sessions: from ``sessionKeysFile``, else ``sessionSecrets``, else one made
+    /// up for this process (``SessionKeys/isEphemeral``: logins end when the console restarts).
+    ///
+    /// - Throws: ``PushServiceKit/ConfigurationError`` naming the key, for a file that cannot be read or
+    ///   a key that is too short.
+    public func sessionKeys() throws(ConfigurationError) -> SessionKeys {
+        do {
+            if !sessionKeysFile.isEmpty { return try SessionKeys.load(path: sessionKeysFile) }
+            if !sessionSecrets.isEmpty {
+                return try SessionKeys(
+                    secrets: sessionSecrets.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }, source: "the value")
+            }
+        } catch {
+            let key = sessionKeysFile.isEmpty ? "PUSH_CONSOLE_SESSION_SECRETS" : "PUSH_CONSOLE_SESSION_KEYS_FILE"
+            throw ConfigurationError.invalidValue(
+                key: key, value: sessionKeysFile.isEmpty ? "<redacted>" : sessionKeysFile, problem: error.description)
+        }
+        return SessionKeys.ephemeral()
     }
 
     /// push-console's port when `PUSH_HTTP_PORT` is not set.
@@ -35,6 +72,23 @@ public struct ConsoleConfiguration: Sendable, Hashable {
             },
             .seconds("PUSH_CONSOLE_SESSION_TTL_S", \.sessionTTL, "seconds a login lasts without use"),
             .bool("PUSH_CONSOLE_SECURE_COOKIES", \.secureCookies, "mark the session cookie Secure (set true behind TLS)"),
+            ConfigurationKey(
+                "PUSH_CONSOLE_SESSION_KEYS_FILE",
+                "file of the keys that sign sessions, one a line (32+ characters each), the signing key first, old ones after it",
+                default: { $0.sessionKeysFile.isEmpty ? "none (a key made at start: logins end at a restart)" : $0.sessionKeysFile }
+            ) { reader, settings, defaults throws(ConfigurationError) in
+                settings.sessionKeysFile = reader.string("PUSH_CONSOLE_SESSION_KEYS_FILE", default: defaults.sessionKeysFile)
+            },
+            ConfigurationKey(
+                "PUSH_CONSOLE_SESSION_SECRETS", "the same keys inline, comma-separated (when there is no file)",
+                default: { $0.sessionSecrets.isEmpty ? "none" : "<redacted>" }
+            ) { reader, settings, defaults throws(ConfigurationError) in
+                settings.sessionSecrets = reader.string("PUSH_CONSOLE_SESSION_SECRETS", default: defaults.sessionSecrets)
+            },
+            .text(
+                "PUSH_CONSOLE_TRUSTED_PROXIES", \.trustedProxies, expected: "comma-separated IP addresses or CIDR ranges (e.g. 10.0.0.0/8)",
+                "proxies whose X-Forwarded-For names the client (login budget per address, audit log)", shown: \.description,
+                parse: TrustedProxies.init(parsing:)),
         ])
 
     public static var keys: Set<String> { table.names }

@@ -7,7 +7,6 @@ import NIOCore
 import PushCore
 import PushServiceKit
 import Redis
-import Synchronization
 
 /// The HTML pages: each reads what it shows through ``ConsoleBackend`` and renders a template of
 /// ``ConsoleTemplates`` with plain dictionaries (so every value is HTML-escaped by the template).
@@ -18,10 +17,6 @@ struct ConsolePages: Sendable {
     let console: ConsoleConfiguration
     let library: MustacheLibrary
 
-    /// Failed logins per name within ``loginWindow`` before that name is refused until the window ends.
-    static let maximumLoginFailures = 10
-    static let loginWindow: Duration = .seconds(900)
-
     init(backend: ConsoleBackend, credentials: OperatorCredentials, sessions: ConsoleSessions, console: ConsoleConfiguration) throws {
         self.backend = backend
         self.credentials = credentials
@@ -30,6 +25,11 @@ struct ConsolePages: Sendable {
         var library = MustacheLibrary()
         for (name, text) in ConsoleTemplates.all { try library.register(text, named: name) }
         self.library = library
+        // One check of a made-up password, so an unknown name waits as long as a real check from the
+        // first login on.
+        let rounds = credentials.operators.first?.password.rounds ?? PasswordHash.defaultRounds
+        let dummy = PasswordHash(salt: Array(repeating: 0, count: 16), rounds: rounds, hash: Array(repeating: 0, count: 32))
+        Task { _ = await Self.verifications.run { dummy.verify("-") } }
     }
 
     // MARK: Responses
@@ -37,7 +37,20 @@ struct ConsolePages: Sendable {
     func page(
         _ template: String, title: String, context: ConsoleRequestContext, status: HTTPResponse.Status = .ok, _ values: [String: Any]
     ) -> Response {
-        page(template, title: title, operatorName: context.operatorName, csrf: context.session?.csrf, status: status, values)
+        var values = values
+        // The navigation shows only the pages this operator may use.
+        if let permissions = context.permissions {
+            values["nav"] = [
+                "send": permissions.allowsSome(.send), "read": permissions.allowsSome(.read),
+                "deadLetters": permissions.allowsSome(.deadLetters), "tokens": permissions.allowsSome(.tokens),
+            ]
+        }
+        return page(template, title: title, operatorName: context.operatorName, csrf: context.session?.csrf, status: status, values)
+    }
+
+    /// The page for a refused scope: `403`, naming the scope and the app.
+    func forbidden(_ error: ConsoleError, context: ConsoleRequestContext) -> Response {
+        page("forbidden", title: "Not allowed", context: context, status: .forbidden, ["error": error.description])
     }
 
     func page(
@@ -85,7 +98,11 @@ struct ConsolePages: Sendable {
         return fields
     }
 
-    static let forbidden = plain(.forbidden, "The form is stale or came from elsewhere (CSRF check failed). Reload the page and try again.")
+    /// The answer to a form without the session's CSRF token, recorded in the audit log.
+    func csrfRefused(_ context: ConsoleRequestContext) -> Response {
+        context.audit("refused", ["push.reason": "csrf"])
+        return Self.plain(.forbidden, "The form is stale or came from elsewhere (CSRF check failed). Reload the page and try again.")
+    }
 
     // MARK: Login
 
@@ -101,63 +118,94 @@ struct ConsolePages: Sendable {
         }
         let name = String((fields["name"] ?? "").prefix(64))
         let password = fields["password"] ?? ""
-        // Counted before the password is checked, so parallel guesses cannot slip past the limit;
-        // per name and client address, so nobody can lock an operator out from elsewhere.
-        let address = context.remoteAddress?.ipAddress ?? "unknown"
-        let failuresKey = "\(backend.reports.keyPrefix):console:login-attempts:\(address):\(name)"
-        var expire: RedisCommand = ["EXPIRE", failuresKey]
-        expire.append(Self.loginWindow.components.seconds)
-        expire.append("NX")
-        let attempts: Int64
+        let address = context.clientAddress
+        let throttle = LoginThrottle(redis: backend.redis, keyPrefix: backend.reports.keyPrefix)
+        let unavailable = loginPage(
+            request, error: "The console cannot check logins now (Redis is unavailable). Try again shortly.", status: .serviceUnavailable)
+        // Counted before the password is checked, so neither parallel guesses nor a flood of names
+        // reaches the password hashing beyond the budget.
         do {
-            attempts = try await backend.redis.pipeline([RedisCommand(["INCR", failuresKey]), expire]).first?.integer ?? 0
+            switch try await throttle.admit(name: name, address: address, now: backend.now()) {
+            case nil:
+                break
+            case .addressBudget(let wait)?:
+                context.audit("refused", operatorName: name, ["push.reason": "login_budget"])
+                return tooManyLogins(request, name: name, wait: wait, "Too many logins from your address")
+            case .backoff(let wait)?:
+                context.audit("refused", operatorName: name, ["push.reason": "login_backoff"])
+                return tooManyLogins(request, name: name, wait: wait, "Too many failed logins for this name")
+            }
         } catch {
+            context.logger.error("console logins: Redis is unavailable", metadata: ["push.error": "\(error)"])
+            return unavailable
+        }
+        let verified: Bool?
+        if credentials.operators.contains(where: { $0.name == name }) {
+            verified = await Self.verifications.run { credentials.verify(name: name, password: password) }
+        } else {
+            // No hash to check: wait as long as a check takes, so timing does not tell names apart.
+            try? await Task.sleep(for: Self.verifications.typicalCheck)
+            verified = false
+        }
+        guard let verified else {
             return loginPage(
-                request, error: "The console cannot check logins now (Redis is unavailable). Try again shortly.", status: .serviceUnavailable)
+                request, error: "The console is busy checking other logins; try again in a moment.", name: name, status: .serviceUnavailable)
         }
-        if attempts > Int64(Self.maximumLoginFailures) {
-            context.logger.warning("console login refused: too many attempts", metadata: ["push.operator": "\(name)", "push.client": "\(address)"])
-            return loginPage(request, error: "Too many failed logins for this name; try again in 15 minutes.", name: name, status: .tooManyRequests)
-        }
-        guard let slot = Self.verifications.enter() else {
-            return loginPage(
-                request, error: "The console is busy checking other logins; try again in a moment.", name: name, status: .tooManyRequests)
-        }
-        let operatorName = credentials.authenticate(name: name, password: password)
-        Self.verifications.leave(slot)
-        guard let operatorName else {
-            context.logger.notice(
-                "console action", metadata: ["push.operator": "\(name)", "push.action": "login.failed", "push.client": "\(address)"])
+        guard verified else {
+            do {
+                try await throttle.failed(name: name, address: address, now: backend.now())
+            } catch {
+                return unavailable
+            }
+            context.audit("login.failed", operatorName: name)
             return loginPage(request, error: "Wrong name or password.", name: name, status: .unauthorized)
         }
         do {
-            let (cookie, _) = try await sessions.create(operatorName: operatorName)
-            _ = try? await backend.redis.execute(RedisCommand(["DEL", failuresKey]))
-            context.logger.notice(
-                "console action", metadata: ["push.operator": "\(operatorName)", "push.action": "login", "push.client": "\(address)"])
-            return Self.redirect("/requests", cookie: sessionCookie(cookie))
+            let (cookie, _) = try await sessions.create(operatorName: name)
+            try? await throttle.succeeded(name: name, address: address)
+            context.audit("login", operatorName: name)
+            return Self.redirect(Self.home(credentials.permissions(of: name)), cookie: sessionCookie(cookie))
         } catch {
-            return loginPage(request, error: "The console cannot store sessions (Redis is unavailable): \(error)", status: .serviceUnavailable)
+            context.logger.error("console sessions: Redis is unavailable", metadata: ["push.error": "\(error)"])
+            return loginPage(
+                request, error: "The console cannot store sessions (Redis is unavailable). Try again shortly.", status: .serviceUnavailable)
         }
     }
 
-    /// Password checks at once (each is a PBKDF2 of 210,000 rounds): more get `429`, so a flood of
-    /// logins cannot take every thread of the console.
-    static let verifications = Admission(limit: 2)
+    /// `429` with `Retry-After`, saying how long to wait.
+    private func tooManyLogins(_ request: Request, name: String, wait: Duration, _ what: String) -> Response {
+        let seconds = max(1, wait.components.seconds + (wait.components.attoseconds > 0 ? 1 : 0))
+        var response = loginPage(request, error: "\(what); try again in \(seconds) s.", name: name, status: .tooManyRequests)
+        response.headers[.retryAfter] = "\(seconds)"
+        return response
+    }
+
+    /// Password checks (each a PBKDF2 of 210,000 rounds): two at once, a short line behind them.
+    static let verifications = VerificationQueue()
+
+    /// Where a login lands: the first page the operator may use.
+    static func home(_ permissions: ConsolePermissions?) -> String {
+        guard let permissions else { return "/login" }
+        if permissions.allowsSome(.read) { return "/requests" }
+        if permissions.allowsSome(.send) { return "/compose" }
+        if permissions.allowsSome(.tokens) { return "/tokens" }
+        return "/dead"
+    }
 
     func logout(_ request: Request, context: ConsoleRequestContext) async -> Response {
-        guard await checkedForm(request, context: context) != nil else { return Self.forbidden }
+        guard await checkedForm(request, context: context) != nil else { return csrfRefused(context) }
         if let cookie = ConsoleAuthentication.cookie(request) { try? await sessions.delete(cookie) }
-        context.logger.notice("console action", metadata: ["push.operator": "\(context.operatorName ?? "-")", "push.action": "logout"])
+        context.audit("logout")
         return Self.redirect("/login", cookie: sessionCookie("", expire: true))
     }
 
     // MARK: Compose
 
     func composePage(context: ConsoleRequestContext, form: [String: String] = [:], error: String? = nil, preview: [String: Any]? = nil) -> Response {
+        if let refusal = context.refusal(.send, app: nil) { return forbidden(refusal, context: context) }
         var values: [String: Any] = [
             "form": form,
-            "apps": Self.options(backend.appIDs, selected: form["app"]),
+            "apps": Self.options(context.apps(for: .send, of: backend.appIDs), selected: form["app"]),
             "targetKinds": Self.options(ComposeForm.targetKinds, selected: form["target_kind"] ?? "topic"),
             "localizeModes": Self.options(LocalizationMode.allCases.map(\.rawValue), selected: form["localize"] ?? "device"),
             "pushTypes": Self.options(
@@ -174,12 +222,13 @@ struct ConsolePages: Sendable {
     }
 
     func compose(_ request: Request, context: ConsoleRequestContext) async -> Response {
-        guard let fields = await checkedForm(request, context: context) else { return Self.forbidden }
+        guard let fields = await checkedForm(request, context: context) else { return csrfRefused(context) }
         let operatorName = context.operatorName ?? "-"
         if fields["action"] == "send" {
             guard let json = fields["request_json"], !json.isEmpty else {
                 return composePage(context: context, form: fields, error: "Nothing to send: preview the push first.")
             }
+            if let refusal = context.refusal(.send, app: ConsoleAPI.app(of: Array(json.utf8))) { return forbidden(refusal, context: context) }
             do {
                 let sent = try await backend.send(Array(json.utf8), operatorName: operatorName)
                 return Self.redirect("/requests/\(Self.pathComponent(sent.request.app.bundleID))/\(Self.pathComponent(sent.request.id))")
@@ -187,6 +236,7 @@ struct ConsolePages: Sendable {
                 return composePage(context: context, form: fields, error: error.description)
             }
         }
+        if let refusal = context.refusal(.send, app: fields["app"] ?? "") { return forbidden(refusal, context: context) }
         do {
             let body = try ComposeForm(fields: fields).requestJSON(
                 generatedID: ComposeForm.generatedID(now: backend.now(), random: UInt32.random(in: 0...UInt32.max)))
@@ -223,8 +273,9 @@ struct ConsolePages: Sendable {
     // MARK: Requests
 
     func requestsPage(context: ConsoleRequestContext) async -> Response {
+        if let refusal = context.refusal(.read, app: nil) { return forbidden(refusal, context: context) }
         do {
-            let reports = try await backend.recentReports(limit: 100)
+            let reports = try await backend.recentReports(limit: 100, apps: context.apps(for: .read, of: backend.appIDs))
             let rows: [[String: Any]] = reports.map { report in
                 [
                     "id": report.id, "app": report.app, "state": report.state.rawValue, "targeted": report.targeted, "delivered": report.delivered,
@@ -241,6 +292,7 @@ struct ConsolePages: Sendable {
     func requestPage(context: ConsoleRequestContext) async -> Response {
         let app = context.pathParameter("app")
         let id = context.pathParameter("id")
+        if let refusal = context.refusal(.read, app: app) { return forbidden(refusal, context: context) }
         do {
             let report = try await backend.report(app: app, requestID: id)
             return page("request", title: "Request \(id)", context: context, Self.reportValues(report))
@@ -280,13 +332,15 @@ struct ConsolePages: Sendable {
     static let deadLimit = 100
 
     func deadPage(_ request: Request, context: ConsoleRequestContext, notice: String? = nil, error: String? = nil) async -> Response {
+        if let refusal = context.refusal(.deadLetters, app: nil) { return forbidden(refusal, context: context) }
         var values: [String: Any] = ["limit": Self.deadLimit]
         if let notice { values["notice"] = notice }
         if let error { values["error"] = error }
         let query = FormFields.parse(request.uri.query ?? "")
         if values["notice"] == nil, let replayed = query["replayed"] { values["notice"] = "replayed 1 dead letter to \(replayed)" }
         do {
-            let letters = try await backend.deadLetters(limit: Self.deadLimit)
+            let letters = try await backend.deadLetters(limit: Self.deadLimit, apps: context.permissions?.apps(for: .deadLetters) ?? .only([]))
+            context.audit("dead.read", ["push.letters": "\(letters.count)"])
             let workQueues = backend.queues.workQueues.map(\.name)
             values["letters"] = letters.map { letter -> [String: Any] in
                 let body = String(decoding: letter.body.prefix(600), as: UTF8.self) + (letter.body.count > 600 ? "…" : "")
@@ -303,11 +357,15 @@ struct ConsolePages: Sendable {
     }
 
     func replay(_ request: Request, context: ConsoleRequestContext) async -> Response {
-        guard let fields = await checkedForm(request, context: context) else { return Self.forbidden }
+        guard let fields = await checkedForm(request, context: context) else { return csrfRefused(context) }
+        if let refusal = context.refusal(.deadLetters, app: nil) { return forbidden(refusal, context: context) }
         do {
             let queue = try await backend.replay(
-                key: fields["key"] ?? "", to: fields["queue"].flatMap { $0.isEmpty ? nil : $0 }, operatorName: context.operatorName ?? "-")
+                key: fields["key"] ?? "", to: fields["queue"].flatMap { $0.isEmpty ? nil : $0 },
+                apps: context.permissions?.apps(for: .deadLetters) ?? .only([]), operatorName: context.operatorName ?? "-")
             return Self.redirect("/dead?replayed=\(Self.pathComponent(queue))")
+        } catch  where error.status == 403 {
+            return forbidden(error, context: context)
         } catch {
             return await deadPage(request, context: context, error: error.description)
         }
@@ -316,6 +374,7 @@ struct ConsolePages: Sendable {
     // MARK: Status
 
     func statusPage(context: ConsoleRequestContext) async -> Response {
+        if let refusal = context.refusal(.read, app: nil) { return forbidden(refusal, context: context) }
         let queues = await backend.queueStates().map { state -> [String: Any] in
             [
                 "name": state.name, "ready": state.ready.map(String.init) ?? (state.problem ?? "?"),
@@ -323,7 +382,7 @@ struct ConsolePages: Sendable {
                 "warn": state.problem != nil || (state.name == backend.queues.dead && (state.ready ?? 0) > 0),
             ]
         }
-        let apps = await backend.appStates().map { app -> [String: Any] in
+        let apps = await backend.appStates(of: context.apps(for: .read, of: backend.appIDs)).map { app -> [String: Any] in
             let paused = app.pausedReason.map { "\($0), \(max(1, (app.pausedForMilliseconds ?? 0) / 1000)) s left" } ?? "no"
             return [
                 "app": app.app, "environment": app.environment, "auth": app.auth,
@@ -338,16 +397,20 @@ struct ConsolePages: Sendable {
     // MARK: Tokens
 
     func tokensPage(_ request: Request, context: ConsoleRequestContext, notice: String? = nil) async -> Response {
+        if let refusal = context.refusal(.tokens, app: nil) { return forbidden(refusal, context: context) }
         let query = FormFields.parse(request.uri.query ?? "")
-        let app = query["app"] ?? backend.appIDs.first ?? ""
+        let apps = context.apps(for: .tokens, of: backend.appIDs)
+        let app = query["app"] ?? apps.first ?? ""
         let token = (query["token"] ?? "").trimmingCharacters(in: .whitespaces)
-        var values: [String: Any] = ["apps": Self.options(backend.appIDs, selected: app), "token": token, "app": app]
+        var values: [String: Any] = ["apps": Self.options(apps, selected: app), "token": token, "app": app]
         if let notice { values["notice"] = notice }
         if let removed = query["removed"] { values["notice"] = removed == "1" ? "Removed the device." : "The device was not registered." }
         var status = HTTPResponse.Status.ok
         if !token.isEmpty {
+            if let refusal = context.refusal(.tokens, app: app) { return forbidden(refusal, context: context) }
             do {
                 let record = try await backend.device(app: app, token: token)
+                context.audit("token.lookup", app: app, ["push.token": "\(DeviceToken.redacted(hex: token))", "push.found": "\(record != nil)"])
                 values["looked"] = true
                 if let record { values["record"] = Self.pretty(String(decoding: record.jsonData(), as: UTF8.self)) }
             } catch {
@@ -359,8 +422,9 @@ struct ConsolePages: Sendable {
     }
 
     func deleteToken(_ request: Request, context: ConsoleRequestContext) async -> Response {
-        guard let fields = await checkedForm(request, context: context) else { return Self.forbidden }
+        guard let fields = await checkedForm(request, context: context) else { return csrfRefused(context) }
         let app = fields["app"] ?? ""
+        if let refusal = context.refusal(.tokens, app: app) { return forbidden(refusal, context: context) }
         do {
             let removed = try await backend.removeDevice(app: app, token: fields["token"] ?? "", operatorName: context.operatorName ?? "-")
             return Self.redirect("/tokens?app=\(Self.pathComponent(app))&removed=\(removed ? 1 : 0)")
@@ -368,26 +432,8 @@ struct ConsolePages: Sendable {
             return page(
                 "tokens", title: "Tokens", context: context, status: HTTPResponse.Status(code: error.status),
                 [
-                    "apps": Self.options(backend.appIDs, selected: app), "error": error.description,
+                    "apps": Self.options(context.apps(for: .tokens, of: backend.appIDs), selected: app), "error": error.description,
                 ])
         }
     }
-}
-
-/// At most `limit` holders at once; ``enter()`` answers nil when full instead of waiting.
-final class Admission: Sendable {
-    private let inside = Mutex(0)
-    let limit: Int
-
-    init(limit: Int) { self.limit = limit }
-
-    func enter() -> Bool? {
-        inside.withLock { count -> Bool? in
-            guard count < limit else { return nil }
-            count += 1
-            return true
-        }
-    }
-
-    func leave(_: Bool) { inside.withLock { $0 -= 1 } }
 }

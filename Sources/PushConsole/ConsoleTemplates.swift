@@ -5,7 +5,7 @@
 enum ConsoleTemplates {
     static let all: [String: String] = [
         "layout": layout, "login": login, "compose": compose, "requests": requests, "request": request, "dead": dead, "status": status,
-        "tokens": tokens,
+        "tokens": tokens, "forbidden": forbidden,
     ]
 
     static let layout = """
@@ -23,11 +23,11 @@ enum ConsoleTemplates {
         <strong class="brand">push console</strong>
         {{#operator}}
         <nav>
-        <a id="nav-compose" href="/compose">Compose</a>
-        <a id="nav-requests" href="/requests">Requests</a>
-        <a id="nav-dead" href="/dead">Dead letters</a>
-        <a id="nav-status" href="/status">Status</a>
-        <a id="nav-tokens" href="/tokens">Tokens</a>
+        {{#nav.send}}<a id="nav-compose" href="/compose">Compose</a>{{/nav.send}}
+        {{#nav.read}}<a id="nav-requests" href="/requests">Requests</a>{{/nav.read}}
+        {{#nav.deadLetters}}<a id="nav-dead" href="/dead">Dead letters</a>{{/nav.deadLetters}}
+        {{#nav.read}}<a id="nav-status" href="/status">Status</a>{{/nav.read}}
+        {{#nav.tokens}}<a id="nav-tokens" href="/tokens">Tokens</a>{{/nav.tokens}}
         </nav>
         <form id="logout" method="post" action="/logout"><span id="operator">{{operator}}</span>
         <input type="hidden" name="csrf" value="{{csrf}}"><button id="logout-submit" type="submit">Log out</button></form>
@@ -167,6 +167,14 @@ enum ConsoleTemplates {
         <tbody>
         {{#apps}}<tr data-app="{{app}}"{{#warn}} class="warn"{{/warn}}><td>{{app}}</td><td>{{environment}}</td><td>{{auth}}</td><td>{{expires}}</td><td>{{paused}}</td><td>{{problems}}</td></tr>{{/apps}}
         </tbody></table>
+        {{/content}}{{/layout}}
+        """
+
+    /// A refused scope: the layout's error box says which scope for which app.
+    static let forbidden = """
+        {{<layout}}{{$content}}
+        <h1>Not allowed</h1>
+        <p id="forbidden">Ask an admin to grant the scope in the console's operators file.</p>
         {{/content}}{{/layout}}
         """
 

@@ -8,29 +8,65 @@ import _CryptoExtras
 ///
 /// The operators file (`PUSH_CONSOLE_OPERATORS_FILE`):
 /// ```json
-/// {"operators": [{"name": "alice", "password": "pbkdf2-sha256$210000$<salt base64>$<hash base64>"}],
-///  "api_keys": [{"name": "release-bot", "key_sha256": "<64 hex digits>"}]}
+/// {"operators": [{"name": "alice", "password": "pbkdf2-sha256$210000$<salt base64>$<hash base64>",
+///                 "scopes": ["read", "send"], "apps": ["com.example.shop"]}],
+///  "api_keys": [{"name": "release-bot", "key_sha256": "<64 hex digits>", "scopes": ["send:com.example.shop"]}]}
 /// ```
 /// Nothing secret is stored: `pushctl console hash-password` and `hash-key` make the values. At least
-/// one operator or key is required.
+/// one operator or key is required. `scopes` and `apps` are ``ConsolePermissions``; an entry without
+/// `scopes` may do everything (`admin`), as before scopes existed, and ``warnings`` names it.
 public struct OperatorCredentials: Sendable {
     public struct Operator: Sendable, Equatable {
         public let name: String
         public let password: PasswordHash
+        public let permissions: ConsolePermissions
+
+        public init(name: String, password: PasswordHash, permissions: ConsolePermissions = .admin) {
+            self.name = name
+            self.password = password
+            self.permissions = permissions
+        }
     }
 
     public struct APIKey: Sendable, Equatable {
         public let name: String
         /// SHA-256 of the key.
         public let digest: [UInt8]
+        public let permissions: ConsolePermissions
+
+        public init(name: String, digest: [UInt8], permissions: ConsolePermissions = .admin) {
+            self.name = name
+            self.digest = digest
+            self.permissions = permissions
+        }
     }
 
     public let operators: [Operator]
     public let apiKeys: [APIKey]
+    /// What start should warn about: entries without `scopes`, which may do everything.
+    public let warnings: [String]
 
-    public init(operators: [Operator], apiKeys: [APIKey]) {
+    public init(operators: [Operator], apiKeys: [APIKey], warnings: [String] = []) {
         self.operators = operators
         self.apiKeys = apiKeys
+        self.warnings = warnings
+    }
+
+    /// The permissions of the operator or API key `name`; nil when there is none of that name (an
+    /// operator removed from the file since the login).
+    public func permissions(of name: String) -> ConsolePermissions? {
+        operators.first { $0.name == name }?.permissions ?? apiKeys.first { $0.name == name }?.permissions
+    }
+
+    /// - Throws: ``OperatorsFileError`` naming the entry whose `apps` or `scopes` name an app the apps
+    ///   file does not have (a typo would silently grant nothing).
+    public func check(apps bundleIDs: Set<String>) throws(OperatorsFileError) {
+        let entries = operators.map { ($0.name, $0.permissions) } + apiKeys.map { ($0.name, $0.permissions) }
+        for (name, permissions) in entries {
+            if let unknown = permissions.namedApps.subtracting(bundleIDs).sorted().first {
+                throw OperatorsFileError("\(name): names the app \"\(unknown)\", which the apps file does not have")
+            }
+        }
     }
 
     /// Reads and checks an operators file.
@@ -52,7 +88,15 @@ public struct OperatorCredentials: Sendable {
         }
         guard case .object = json else { throw OperatorsFileError("\(source): must be a JSON object with \"operators\" and/or \"api_keys\"") }
         var operators: [Operator] = []
+        var warnings: [String] = []
         var names = Set<String>()
+        func permissions(_ entry: JSONValue, _ path: String, _ name: String) throws(OperatorsFileError) -> ConsolePermissions {
+            if let parsed = try ConsolePermissions.parse(scopes: entry["scopes"], apps: entry["apps"], path: path, source: source) {
+                return parsed
+            }
+            warnings.append("\(path) (\(name)) has no scopes, so it may do everything (admin): give it \"scopes\" in \(source)")
+            return .admin
+        }
         func entries(_ field: String) throws(OperatorsFileError) -> [JSONValue] {
             switch json[field] {
             case nil, .null?: return []
@@ -80,7 +124,7 @@ public struct OperatorCredentials: Sendable {
                     "\(source): \(path).password must be pbkdf2-sha256$<rounds ≥ 100000>$<salt>$<hash> as `pushctl console hash-password` prints it, not a password"
                 )
             }
-            operators.append(Operator(name: name, password: hash))
+            operators.append(Operator(name: name, password: hash, permissions: try permissions(entry, path, name)))
         }
         var apiKeys: [APIKey] = []
         for (index, entry) in try entries("api_keys").enumerated() {
@@ -89,31 +133,26 @@ public struct OperatorCredentials: Sendable {
             guard let hex = entry["key_sha256"]?.stringValue, let digest = Self.hexBytes(hex), digest.count == 32 else {
                 throw OperatorsFileError("\(source): \(path).key_sha256 must be 64 hex digits (`pushctl console hash-key`)")
             }
-            apiKeys.append(APIKey(name: name, digest: digest))
+            apiKeys.append(APIKey(name: name, digest: digest, permissions: try permissions(entry, path, name)))
         }
         guard !operators.isEmpty || !apiKeys.isEmpty else {
             throw OperatorsFileError("\(source): names no operator and no API key; nobody could use the console")
         }
-        return OperatorCredentials(operators: operators, apiKeys: apiKeys)
+        return OperatorCredentials(operators: operators, apiKeys: apiKeys, warnings: warnings)
     }
 
-    /// The operator whose name and password these are; nil otherwise. Takes as long for an unknown
-    /// name as for a wrong password (a dummy hash is checked), so names cannot be probed by timing.
-    public func authenticate(name: String, password: String) -> String? {
-        guard let entry = operators.first(where: { $0.name == name }) else {
-            // As many rounds as a real operator's hash, so the time does not tell.
-            let rounds = operators.first?.password.rounds ?? PasswordHash.defaultRounds
-            _ = PasswordHash(salt: Array(repeating: 0, count: 16), rounds: rounds, hash: Array(repeating: 0, count: 32)).verify(password)
-            return nil
-        }
-        return entry.password.verify(password) ? entry.name : nil
+    /// Whether `password` is the password of the operator `name` (false for a name that is none).
+    /// Costs a PBKDF2 for a known name and nothing for an unknown one: the login page evens out the
+    /// timing (``VerificationQueue/typicalCheck``).
+    public func verify(name: String, password: String) -> Bool {
+        operators.first(where: { $0.name == name })?.password.verify(password) ?? false
     }
 
-    /// The name of the API key `key`; nil when it is none of them.
-    public func apiKeyName(_ key: String) -> String? {
+    /// The API key `key`; nil when it is none of them.
+    public func apiKey(_ key: String) -> APIKey? {
         let digest = Array(SHA256.hash(data: Array(key.utf8)))
-        var found: String?
-        for entry in apiKeys where PasswordHash.constantTimeEqual(entry.digest, digest) { found = entry.name }
+        var found: APIKey?
+        for entry in apiKeys where PasswordHash.constantTimeEqual(entry.digest, digest) { found = entry }
         return found
     }
 

@@ -1,4 +1,3 @@
-import NIOCore
 public import PushServiceKit
 
 /// push-ingest's own settings: rate limits and the bounds on every HTTP request.
@@ -32,8 +31,8 @@ public struct IngestConfiguration: Sendable, Hashable {
     /// The most connections served at once; further clients wait in the listen backlog until one closes.
     public var maxConnections: Int
     /// Peers whose `X-Forwarded-For` names the client for the per-client limit (load balancers,
-    /// reverse proxies); empty: the header is ignored and the TCP peer is the client.
-    public var trustedProxies: Set<String> = []
+    /// reverse proxies; addresses or CIDR ranges); empty: the header is ignored and the TCP peer is the client.
+    public var trustedProxies: TrustedProxies = .none
     /// The longest single header line (name and value).
     public var maxHeaderFieldSize: Int
     /// The most header bytes a request may carry in total.
@@ -87,13 +86,11 @@ public struct IngestConfiguration: Sendable, Hashable {
             .seconds("PUSH_INGEST_IDLE_TIMEOUT_S", \.idleTimeout, "seconds an idle keep-alive connection stays open"),
             .int("PUSH_INGEST_MAX_CONNECTIONS", \.maxConnections, in: 1...1_000_000, "connections served at once; more wait in the backlog"),
             .text(
-                "PUSH_INGEST_TRUSTED_PROXIES", \.trustedProxies, expected: "comma-separated IP addresses (e.g. 10.0.0.5,10.0.0.6)",
-                "IP addresses of proxies whose X-Forwarded-For names the client for the per-client limit",
-                shown: { $0.isEmpty ? "none" : $0.sorted().joined(separator: ",") }
-            ) { text in
-                let addresses = text.split(separator: ",").map { String($0.filter { $0 != " " }) }.filter { !$0.isEmpty }
-                return addresses.allSatisfy(IngestConfiguration.isIPAddress) ? Set(addresses) : nil
-            },
+                "PUSH_INGEST_TRUSTED_PROXIES", \.trustedProxies,
+                expected: "comma-separated IP addresses or CIDR ranges (e.g. 10.0.0.5,10.1.0.0/16,fd00::/8)",
+                "addresses or CIDR ranges of proxies whose X-Forwarded-For names the client for the per-client limit",
+                shown: \.description, parse: TrustedProxies.init(parsing:)
+            ),
         ])
 
     /// Every key this type reads.
@@ -109,11 +106,4 @@ public struct IngestConfiguration: Sendable, Hashable {
 
     /// The `--help` lines for the keys above.
     public static var environmentHelp: String { table.help(defaults: IngestConfiguration()) }
-}
-
-extension IngestConfiguration {
-    /// Whether `text` is a literal IPv4 or IPv6 address.
-    static func isIPAddress(_ text: String) -> Bool {
-        (try? SocketAddress(ipAddress: text, port: 0)) != nil
-    }
 }

@@ -16,18 +16,23 @@ public struct DeadLetter: Sendable, Equatable {
     /// The queue it died in (RabbitMQ's `x-death`), if RabbitMQ dead-lettered it.
     public let source: String?
     /// Where a replay sends it by default: ``source``, else the work queue its body's kind belongs to
-    /// (``inferredQueue(body:queues:)``); nil when neither says.
+    /// (``inferredQueue(json:queues:)``); nil when neither says.
     public let target: String?
     public let body: [UInt8]
     /// AMQP `timestamp` (seconds since 1970), if any.
     public let timestamp: UInt64?
+    /// The app its body names (`app`, as every message of the contract carries it); nil when the body
+    /// is not a JSON object with one. Who may read a letter is decided by it.
+    public let app: String?
 
     public init(delivery: AMQPDelivery, queues: PushQueues) {
         reason = DeadLetterReason(headers: delivery.properties.headers)
         source = Self.sourceQueue(delivery.properties.headers)
         body = delivery.body
         timestamp = delivery.properties.timestamp
-        target = source ?? Self.inferredQueue(body: delivery.body, queues: queues)
+        let json = try? JSONValue.parse(delivery.body)
+        target = source ?? json.flatMap { Self.inferredQueue(json: $0, queues: queues) }
+        app = json?["app"]?.stringValue
         key = Self.key(reason: reason.description, timestamp: timestamp, body: delivery.body)
     }
 
@@ -53,8 +58,8 @@ public struct DeadLetter: Sendable, Equatable {
     /// The work queue a body belongs to, by its shape: a send batch (`batch_id`) → `push.send`, a
     /// feedback event (`reported_at`) → `push.feedback`, a push request (`to`) → `push.requests`, a
     /// registration (`token` with `app`) → `push.registrations`; nil for anything else.
-    public static func inferredQueue(body: [UInt8], queues: PushQueues) -> String? {
-        guard let object = try? JSONValue.parse(body), case .object = object else { return nil }
+    public static func inferredQueue(json object: JSONValue, queues: PushQueues) -> String? {
+        guard case .object = object else { return nil }
         if object["batch_id"] != nil { return queues.send.name }
         if object["reported_at"] != nil { return queues.feedback.name }
         if object["to"] != nil { return queues.requests.name }
@@ -129,6 +134,8 @@ public struct DeadLetterQueue: Sendable {
         case notFound(searched: Int)
         /// The letter names no queue and none was given.
         case noTarget
+        /// The letter was found, but the caller may not replay it (its app, if it names one).
+        case notPermitted(app: String?)
     }
 
     /// Sends the letter `key` to `queue` (default: its ``DeadLetter/target``) and removes it from
@@ -136,7 +143,9 @@ public struct DeadLetterQueue: Sendable {
     ///
     /// - Throws: when the broker refused the copy (the letter stays in `push.dead`), or `queue` is not
     ///   a work queue.
-    public func replay(key: String, to queue: String? = nil, now: UInt64, searchLimit: Int = 1000) async throws -> Replayed {
+    public func replay(
+        key: String, to queue: String? = nil, now: UInt64, searchLimit: Int = 1000, permitted: (DeadLetter) -> Bool = { _ in true }
+    ) async throws -> Replayed {
         let workQueues = queues.workQueues.map(\.name)
         if let queue, !workQueues.contains(queue) {
             throw DeadLetterReplayError("the target must be a work queue (\(workQueues.joined(separator: ", "))), not \(queue)")
@@ -152,6 +161,11 @@ public struct DeadLetterQueue: Sendable {
             let letter = DeadLetter(delivery: delivery, queues: queues)
             guard letter.key == key else {
                 delivery.nack(requeue: true)
+                continue
+            }
+            guard permitted(letter) else {
+                delivery.nack(requeue: true)
+                result = .notPermitted(app: letter.app)
                 continue
             }
             guard let target = queue ?? letter.target else {

@@ -30,10 +30,23 @@ struct PushConsoleCommand: AsyncParsableCommand {
         } catch {
             throw ValidationError("PUSH_CONSOLE_OPERATORS_FILE: \(error)")
         }
+        let sessionKeys = try console.sessionKeys()
+        if sessionKeys.isEphemeral {
+            runtime.logger.warning(
+                "no PUSH_CONSOLE_SESSION_KEYS_FILE: sessions are signed with a key made at start, so logins end when the console restarts and replicas do not share them"
+            )
+        }
         let apps = try runtime.configuration.loadAppsFile()
+        do {
+            try credentials.check(apps: Set(apps.bundleIDs))
+        } catch {
+            throw ValidationError("PUSH_CONSOLE_OPERATORS_FILE: \(error)")
+        }
+        for warning in credentials.warnings { runtime.logger.warning("operators file: \(warning)") }
         let catalogs = try LocalizationCatalogs.load(directory: runtime.configuration.localizationDir)
         let services = try buildPushConsole(
-            ServiceDependencies(runtime), configuration: runtime.configuration, console: console, credentials: credentials, apps: apps,
+            ServiceDependencies(runtime), configuration: runtime.configuration, console: console, credentials: credentials, sessionKeys: sessionKeys,
+            apps: apps,
             catalogs: catalogs, readiness: runtime.readinessChecks)
         runtime.logger.info(
             "push-console ready", metadata: ["push.operators": "\(credentials.operators.count)", "push.api_keys": "\(credentials.apiKeys.count)"])

@@ -3,8 +3,8 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
+import Logging
 import NIOCore
-import PushConsole
 import PushCore
 import PushRender
 import PushServiceKit
@@ -12,6 +12,8 @@ import Redis
 import TestSupport
 import Testing
 import TokenRegistry
+
+@testable import PushConsole
 
 /// push-console's application as `main` builds it (``PushConsole/buildConsoleApplication``), against
 /// the test RabbitMQ and Redis with a queue and key prefix of its own: logins, CSRF, the pages, the
@@ -27,6 +29,8 @@ import TokenRegistry
         let sessions: ConsoleSessions
         var redis: any RedisCommandExecutor { backend.redis }
         let app: String
+        /// A second app, when the test asked for one.
+        let otherApp: String
         let names: PushQueues
         let tokens: [String]
 
@@ -44,34 +48,46 @@ import TokenRegistry
             return try await client.execute(uri: path, method: .post, headers: headers, body: ByteBuffer(string: body))
         }
 
-        func api(_ method: HTTPRequest.Method, _ path: String, json: String? = nil) async throws -> (status: HTTPResponse.Status, json: [String: Any])
-        {
+        func api(
+            _ method: HTTPRequest.Method, _ path: String, json: String? = nil, key: String = ConsoleHTTPTests.apiKey
+        ) async throws -> (status: HTTPResponse.Status, json: [String: Any]) {
             let response = try await client.execute(
-                uri: path, method: method, headers: [.authorization: "Bearer \(ConsoleHTTPTests.apiKey)", .contentType: "application/json"],
+                uri: path, method: method, headers: [.authorization: "Bearer \(key)", .contentType: "application/json"],
                 body: json.map { ByteBuffer(string: $0) })
             return (response.status, (try? JSONSerialization.jsonObject(with: Data(response.body.readableBytesView))) as? [String: Any] ?? [:])
         }
 
         /// Logs in; the session cookie and the page's CSRF token.
-        func login() async throws -> (cookie: String, csrf: String) {
-            let response = try await post("/login", form: ["name": "alice", "password": ConsoleHTTPTests.password], cookie: nil)
+        func login(_ name: String = "alice") async throws -> (cookie: String, csrf: String) {
+            let response = try await post("/login", form: ["name": name, "password": ConsoleHTTPTests.password], cookie: nil)
             #expect(response.status == .seeOther)
             let setCookie = try #require(response.headers[.setCookie])
             #expect(setCookie.contains("HttpOnly") && setCookie.contains("SameSite=Strict"))
             let cookie = String(setCookie.split(separator: ";")[0].dropFirst("push_console_session=".count))
-            let page = String(buffer: try await get("/compose", cookie: cookie).body)
+            let page = String(buffer: try await get(try #require(response.headers[.location]), cookie: cookie).body)
             let csrf = try #require(page.firstMatch(of: /name="csrf" value="([0-9a-f]{64})"/)?.1)
             return (cookie, String(csrf))
         }
     }
 
-    func withConsole(_ body: @Sendable (Harness) async throws -> Void) async throws {
+    /// The operators file of most tests: alice and the bot, without scopes (so admins).
+    static var defaultOperators: String {
+        #"{"operators": [{"name": "alice", "password": "\#(PasswordHash.make(password: Self.password, rounds: 100_000).encoded)"}], "api_keys": [{"name": "bot", "key_sha256": "\#(OperatorCredentials.keyDigestHex(Self.apiKey))"}]}"#
+    }
+
+    func withConsole(
+        operators: String = ConsoleHTTPTests.defaultOperators, otherApp: String? = nil, trustedProxies: String = "",
+        sessionKeys: SessionKeys = .ephemeral(), logger: Logger = ConsoleHTTPTests.logger, testing: TestingSetup = .router,
+        _ body: @Sendable (Harness) async throws -> Void
+    ) async throws {
         let names = PushQueues(prefix: TestServers.uniqueName("console"))
         let prefix = TestServers.uniqueName("test-console")
         let app = TestServers.uniqueName("com.test.console")
-        let apps = try AppsFile(apps: [
-            AppConfiguration(bundleID: app, apns: .token(.init(keyFile: "/nonexistent/AuthKey.p8", keyID: "ABC123DEFG", teamID: "DEF123GHIJ")))
-        ])
+        let apps = try AppsFile(
+            apps: ([app] + (otherApp.map { [$0] } ?? [])).map { bundleID in
+                AppConfiguration(
+                    bundleID: bundleID, apns: .token(.init(keyFile: "/nonexistent/AuthKey.p8", keyID: "ABC123DEFG", teamID: "DEF123GHIJ")))
+            })
         let catalogs = try LocalizationCatalogs.load(directory: TestServers.packageRoot.appendingPathComponent("localization").path)
         let redis = try await TestServers.connectRedis(logger: Self.logger)
         let amqp = AMQPConnection(
@@ -92,17 +108,18 @@ import TokenRegistry
                     now: Int64(Date().timeIntervalSince1970 * 1000))
             }
             let credentials = try OperatorCredentials.parse(
-                Array(
-                    #"{"operators": [{"name": "alice", "password": "\#(PasswordHash.make(password: Self.password, rounds: 100_000).encoded)"}], "api_keys": [{"name": "bot", "key_sha256": "\#(OperatorCredentials.keyDigestHex(Self.apiKey))"}]}"#
-                        .utf8))
+                Array(operators.replacingOccurrences(of: "$APP", with: app).replacingOccurrences(of: "$OTHER", with: otherApp ?? "").utf8))
+            var console = ConsoleConfiguration(operatorsFile: "unused")
+            console.trustedProxies = try #require(TrustedProxies(parsing: trustedProxies))
+            let sessions = ConsoleSessions(redis: redis, keyPrefix: prefix, ttl: .seconds(600), keys: sessionKeys)
             let application = try buildConsoleApplication(
-                configuration: PushConfiguration(httpPort: 0, httpHost: "127.0.0.1"), console: ConsoleConfiguration(operatorsFile: "unused"),
-                credentials: credentials, backend: backend, sessions: ConsoleSessions(redis: redis, keyPrefix: prefix, ttl: .seconds(600)),
-                logger: Self.logger)
+                configuration: PushConfiguration(httpPort: 0, httpHost: "127.0.0.1"), console: console, credentials: credentials,
+                backend: backend, sessions: sessions, logger: logger)
             let registered = tokens
-            let sessions = ConsoleSessions(redis: redis, keyPrefix: prefix, ttl: .seconds(600))
-            try await application.test(.router) { client in
-                try await body(Harness(client: client, backend: backend, sessions: sessions, app: app, names: names, tokens: registered))
+            let other = otherApp ?? ""
+            try await application.test(testing) { client in
+                try await body(
+                    Harness(client: client, backend: backend, sessions: sessions, app: app, otherApp: other, names: names, tokens: registered))
             }
         } cleanUp: {
             for queue in names.allQueueNames { _ = try? await amqp.deleteQueue(queue) }
@@ -166,14 +183,104 @@ import TokenRegistry
         }
     }
 
-    @Test func guessingPasswordsIsStoppedAfterTenTries() async throws {
-        try await withConsole { harness in
-            for attempt in 1...10 {
-                let wrong = try await harness.post("/login", form: ["name": "alice", "password": "guess-\(attempt)"], cookie: nil)
-                #expect(wrong.status == .unauthorized)
+    /// After five failures a name waits before its next try (1 s, doubling), per client address: a
+    /// guesser elsewhere does not hold the operator back.
+    @Test func failedLoginsBackOffPerNameAndAddress() async throws {
+        // Live: a real socket, so the peer is 127.0.0.1 and its X-Forwarded-For is trusted.
+        try await withConsole(trustedProxies: "127.0.0.0/8, ::1", testing: .live) { harness in
+            func login(_ password: String, from address: String) async throws -> TestResponse {
+                try await harness.client.execute(
+                    uri: "/login", method: .post,
+                    headers: [.contentType: "application/x-www-form-urlencoded", HTTPField.Name("X-Forwarded-For")!: address],
+                    body: ByteBuffer(string: "name=alice&password=\(password.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)"))
             }
-            let limited = try await harness.post("/login", form: ["name": "alice", "password": ConsoleHTTPTests.password], cookie: nil)
-            #expect(limited.status == .tooManyRequests, "even the right password, until the window ends")
+            for attempt in 1...LoginThrottle.freeFailures {
+                #expect(try await login("guess-\(attempt)", from: "203.0.113.66").status == .unauthorized)
+            }
+            let waiting = try await login("guess-x", from: "203.0.113.66")
+            #expect(waiting.status == .tooManyRequests && waiting.headers[.retryAfter] == "1", "the sixth try waits a second")
+            let right = try await login(ConsoleHTTPTests.password, from: "203.0.113.66")
+            #expect(right.status == .tooManyRequests, "even the right password waits out the backoff")
+            let elsewhere = try await login(ConsoleHTTPTests.password, from: "198.51.100.20")
+            #expect(elsewhere.status == .seeOther, "alice from her own address is not held back by the guesser")
+            try await Task.sleep(for: .milliseconds(1100))
+            #expect(try await login(ConsoleHTTPTests.password, from: "203.0.113.66").status == .seeOther, "after the wait")
+        }
+    }
+
+    /// A flood of logins with made-up names: one address runs out of its budget (answered before any
+    /// password is hashed), many addresses wait in the line of password checks, and a real operator
+    /// still logs in, in about the time of a few checks.
+    @Test func aFloodOfMadeUpNamesDoesNotKeepAnOperatorOut() async throws {
+        // Live: a real socket, so the peer is 127.0.0.1 and its X-Forwarded-For is trusted.
+        try await withConsole(trustedProxies: "127.0.0.0/8, ::1", testing: .live) { harness in
+            let port = try #require(harness.client.port)
+            // A connection each, as many browsers and scripts would: one connection answers in order.
+            @Sendable func login(_ name: String, _ password: String, from address: String) async throws -> HTTPResponse.Status {
+                try await TestClient.withClient(host: "127.0.0.1", port: port) { client in
+                    try await client.execute(
+                        TestClient.Request(
+                            "/login", method: .post,
+                            headers: [.contentType: "application/x-www-form-urlencoded", HTTPField.Name("X-Forwarded-For")!: address],
+                            body: ByteBuffer(
+                                string: "name=\(name)&password=\(password.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)"))
+                    ).head.status
+                }
+            }
+            let flood = Task {
+                try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
+                    // 200 made-up names: half from one address, half from 100 addresses.
+                    for index in 0..<200 {
+                        let address = index % 2 == 0 ? "203.0.113.1" : "198.51.100.\(index / 2 % 100 + 1)"
+                        group.addTask { try await login("nobody-\(UInt64.random(in: 0...UInt64.max))", "guess", from: address) }
+                    }
+                    var statuses: [HTTPResponse.Status: Int] = [:]
+                    for try await status in group { statuses[status, default: 0] += 1 }
+                    return statuses
+                }
+            }
+            try await Task.sleep(for: .milliseconds(50))
+            let start = ContinuousClock.now
+            let operatorStatus = try await login("alice", ConsoleHTTPTests.password, from: "192.0.2.10")
+            let took = ContinuousClock.now - start
+            let statuses = try await flood.value
+            #expect(operatorStatus == .seeOther, "alice logged in during the flood (\(took)); flood: \(statuses)")
+            #expect(took < .seconds(5), "within the line's patience: \(took)")
+            #expect(
+                statuses[.tooManyRequests, default: 0] >= 100 - LoginThrottle.attemptsPerAddress,
+                "the one address ran out of its budget: \(statuses)")
+            print("flood of 200 made-up names: alice logged in after \(took); flood answers \(statuses)")
+        }
+    }
+
+    /// A session value the console did not sign is no login: written by hand into Redis, or a real
+    /// one copied under another cookie's key. Keys rotate: a session signed by the old key still
+    /// works while the old key is listed after the new one.
+    @Test func sessionsRedisCanWriteButNotForge() async throws {
+        let oldKey = try SessionKeys.parse(String(repeating: "o", count: 40), source: "old")
+        let rotated = try SessionKeys.parse("\(String(repeating: "n", count: 40))\n\(String(repeating: "o", count: 40))", source: "rotated")
+        let newOnly = try SessionKeys.parse(String(repeating: "n", count: 40), source: "new")
+        try await withConsole(sessionKeys: rotated) { harness in
+            let (cookie, csrf) = try await harness.login()
+            let value = try #require(try await harness.redis.execute("GET", harness.sessions.key(cookie)).string)
+            #expect(value.split(separator: " ").count == 4, "csrf, time, operator, mac: \(value)")
+
+            // By hand, as anyone with write access to Redis could: no MAC, a made-up MAC, a copy.
+            let forged = String(repeating: "cd", count: 32)
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            for written in ["\(csrf) \(now) alice", "\(csrf) \(now) alice \(String(repeating: "0", count: 64))", value] {
+                _ = try await harness.redis.execute("SET", harness.sessions.key(forged), written)
+                #expect(try await harness.get("/requests", cookie: forged).status == .seeOther, "\(written.prefix(80))")
+                #expect(try await harness.redis.execute("EXISTS", harness.sessions.key(forged)).integer == 0, "a forged value is deleted")
+            }
+            #expect(try await harness.get("/requests", cookie: cookie).status == .ok, "the real one still works")
+
+            // Signed by the old key, checked with [new, old]: accepted; with [new] alone: refused.
+            let old = ConsoleSessions(redis: harness.redis, keyPrefix: harness.sessions.keyPrefix, ttl: .seconds(600), keys: oldKey)
+            let (oldCookie, _) = try await old.create(operatorName: "alice")
+            #expect(try await harness.get("/requests", cookie: oldCookie).status == .ok, "the old key still verifies")
+            let strict = ConsoleSessions(redis: harness.redis, keyPrefix: harness.sessions.keyPrefix, ttl: .seconds(600), keys: newOnly)
+            await #expect(throws: ConsoleSessions.LookupError.self) { try await strict.find(oldCookie) }
         }
     }
 
@@ -286,6 +393,85 @@ import TokenRegistry
             #expect(try await harness.api(.get, "/api/v1/apps/\(harness.app)/tokens/\(token)").status == .notFound)
             #expect(try await harness.api(.get, "/api/v1/apps/\(harness.app)/tokens/\(harness.tokens[0])").status == .ok)
             #expect(try await harness.api(.delete, "/api/v1/apps/\(harness.app)/tokens/\(harness.tokens[0])").status == .noContent)
+        }
+    }
+
+    static let senderKey = String(repeating: "5e", count: 20)
+    static let otherKey = String(repeating: "07", count: 20)
+
+    /// Scopes from the operators file, each for some apps: a refusal is 403 naming the scope and the
+    /// app, lists show only the apps granted, and the audit log records refusals and reads of
+    /// personal data.
+    @Test func scopesLimitWhatEachOperatorAndKeyMayDoAndTheAuditLogSaysSo() async throws {
+        let hash = PasswordHash.make(password: Self.password, rounds: 100_000).encoded
+        let operators = """
+            {"operators": [{"name": "alice", "password": "\(hash)"},
+                           {"name": "reader", "password": "\(hash)", "scopes": ["read"], "apps": ["$APP"]}],
+             "api_keys": [{"name": "bot", "key_sha256": "\(OperatorCredentials.keyDigestHex(Self.apiKey))"},
+                          {"name": "sender", "key_sha256": "\(OperatorCredentials.keyDigestHex(Self.senderKey))", "scopes": ["send:$APP"]},
+                          {"name": "other", "key_sha256": "\(OperatorCredentials.keyDigestHex(Self.otherKey))",
+                           "scopes": ["read", "tokens", "dead-letters", "send"], "apps": ["$OTHER"]}]}
+            """
+        let capture = TestLogCapture()
+        try await withConsole(operators: operators, otherApp: TestServers.uniqueName("com.test.other"), logger: capture.logger) { harness in
+            let request = #"{"app": "\#(harness.app)", "to": {"all": true}, "payload": {"aps": {"alert": "x"}}}"#
+            // sender: sends to its app, nothing else.
+            #expect(try await harness.api(.post, "/api/v1/requests", json: request, key: Self.senderKey).status == .accepted)
+            for (path, scope) in [
+                ("/api/v1/requests", "read"), ("/api/v1/status", "read"), ("/api/v1/dead", "dead-letters"),
+                ("/api/v1/apps/\(harness.app)/tokens/\(harness.tokens[0])", "tokens"),
+            ] {
+                let refused = try await harness.api(.get, path, key: Self.senderKey)
+                #expect(refused.status == .forbidden, "\(path)")
+                #expect((refused.json["message"] as? String ?? "").contains("scope \(scope)"), "\(path): \(refused.json)")
+            }
+            // other: every scope, for the other app only.
+            let otherSend = try await harness.api(.post, "/api/v1/requests", json: request, key: Self.otherKey)
+            #expect(otherSend.status == .forbidden && (otherSend.json["message"] as? String ?? "").contains("send for the app \(harness.app)"))
+            #expect(try await harness.api(.get, "/api/v1/apps/\(harness.app)/tokens/\(harness.tokens[0])", key: Self.otherKey).status == .forbidden)
+            #expect(try await harness.api(.get, "/api/v1/requests/\(harness.app)/x", key: Self.otherKey).status == .forbidden)
+            let listed = try await harness.api(.get, "/api/v1/requests", key: Self.otherKey)
+            #expect(listed.status == .ok && (listed.json["requests"] as? [Any])?.isEmpty == true, "the app's request is not listed: \(listed.json)")
+            #expect((try await harness.api(.get, "/api/v1/requests").json["requests"] as? [Any])?.count == 1, "the admin sees it")
+            let status = try await harness.api(.get, "/api/v1/status", key: Self.otherKey)
+            #expect((status.json["apps"] as? [[String: Any]])?.map { $0["app"] as? String } == [harness.otherApp])
+            // A dead letter of the first app: hidden from other, and not replayed by it.
+            try await harness.backend.amqp.publish(
+                AMQPOutboundMessage(
+                    exchange: harness.names.exchange, routingKey: harness.names.deadRoutingKey, body: Array(request.utf8),
+                    properties: AMQPProperties(headers: [PushQueues.errorHeader: .string("test: dead by hand")], persistent: true)))
+            let hidden = try await harness.api(.get, "/api/v1/dead", key: Self.otherKey)
+            #expect(hidden.status == .ok && (hidden.json["dead_letters"] as? [Any])?.isEmpty == true, "\(hidden.json)")
+            let letters = try #require(try await harness.api(.get, "/api/v1/dead").json["dead_letters"] as? [[String: Any]])
+            #expect(letters.count == 1 && letters.first?["app"] as? String == harness.app)
+            let key = try #require(letters.first?["key"] as? String)
+            let replay = try await harness.api(.post, "/api/v1/dead/\(key)/replay", key: Self.otherKey)
+            #expect(replay.status == .forbidden, "\(replay.json)")
+            try await eventually("the letter is back in push.dead") { try await harness.backend.amqp.queueStatus(harness.names.dead).messages == 1 }
+
+            // reader logs in: the pages it may not use answer 403 on the page, and its navigation
+            // leaves them out.
+            let (cookie, _) = try await harness.login("reader")
+            let requestsPage = String(buffer: try await harness.get("/requests", cookie: cookie).body)
+            #expect(requestsPage.contains(#"id="nav-requests""#) && !requestsPage.contains(#"id="nav-tokens""#))
+            let tokensPage = try await harness.get("/tokens?app=\(harness.app)&token=\(harness.tokens[0])", cookie: cookie)
+            #expect(tokensPage.status == .forbidden)
+            #expect(String(buffer: tokensPage.body).contains("lacks the scope tokens"))
+
+            // The admin key looks a token up: a read of personal data, in the audit log.
+            #expect(try await harness.api(.get, "/api/v1/apps/\(harness.app)/tokens/\(harness.tokens[0])").status == .ok)
+            #expect(try await harness.api(.get, "/api/v1/status", key: "not a key").status == .unauthorized)
+            let audit = capture.entries.filter { $0.message == "console action" }
+            func logged(_ action: String, _ check: ([String: String]) -> Bool = { _ in true }) -> Bool {
+                audit.contains { $0.metadata["push.action"] == action && check($0.metadata) }
+            }
+            #expect(logged("refused") { $0["push.reason"] == "scope" && $0["push.scope"] == "tokens" && $0["push.operator"] == "reader" })
+            #expect(logged("refused") { $0["push.reason"] == "scope" && $0["push.scope"] == "send" && $0["push.operator"] == "other" })
+            #expect(logged("refused") { $0["push.reason"] == "bad_key" })
+            #expect(logged("token.lookup") { $0["push.operator"] == "bot" && $0["push.app"] == harness.app && $0["push.found"] == "true" })
+            #expect(logged("dead.read") { $0["push.operator"] == "bot" && $0["push.letters"] == "1" })
+            #expect(logged("login") { $0["push.operator"] == "reader" && $0["push.client"] != nil })
+            #expect(!audit.contains { ($0.metadata["push.token"] ?? "").count > 12 }, "tokens are redacted in the log")
         }
     }
 

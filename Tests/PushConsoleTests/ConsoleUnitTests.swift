@@ -1,7 +1,8 @@
 import Foundation
-import PushConsole
 import PushCore
 import Testing
+
+@testable import PushConsole
 
 struct ComposeFormTests {
     static func json(_ fields: [String: String]) throws -> [String: Any] {
@@ -73,11 +74,11 @@ struct OperatorCredentialsTests {
         let file =
             #"{"operators": [{"name": "alice", "password": "\#(Self.hash.encoded)"}], "api_keys": [{"name": "bot", "key_sha256": "\#(OperatorCredentials.keyDigestHex(key))"}]}"#
         let credentials = try OperatorCredentials.parse(Array(file.utf8))
-        #expect(credentials.authenticate(name: "alice", password: "correct horse battery") == "alice")
-        #expect(credentials.authenticate(name: "alice", password: "correct horse batter") == nil)
-        #expect(credentials.authenticate(name: "mallory", password: "correct horse battery") == nil)
-        #expect(credentials.apiKeyName(key) == "bot")
-        #expect(credentials.apiKeyName(key + "x") == nil)
+        #expect(credentials.verify(name: "alice", password: "correct horse battery"))
+        #expect(!credentials.verify(name: "alice", password: "correct horse batter"))
+        #expect(!credentials.verify(name: "mallory", password: "correct horse battery"))
+        #expect(credentials.apiKey(key)?.name == "bot")
+        #expect(credentials.apiKey(key + "x") == nil)
         #expect(PasswordHash(encoded: Self.hash.encoded) == Self.hash)
     }
 
@@ -99,5 +100,103 @@ struct OperatorCredentialsTests {
             message(#"{"operators": [{"name": "a", "password": "\#(Self.hash.encoded)"}, {"name": "a", "password": "\#(Self.hash.encoded)"}]}"#)
                 .contains("appears twice"))
         #expect(message(#"{"operators": [{"name": "a", "password": "pbkdf2-sha256$1000$AAAAAAAAAAA=$AAAA"}]}"#).contains("rounds"))
+    }
+}
+
+struct ConsolePermissionsTests {
+    static let hash = PasswordHash.make(password: "correct horse battery", rounds: 100_000).encoded
+
+    static func parse(_ entry: String) throws -> OperatorCredentials {
+        try OperatorCredentials.parse(Array(#"{"operators": [{"name": "alice", "password": "\#(hash)", \#(entry)}]}"#.utf8), source: "ops.json")
+    }
+
+    @Test func scopesAreGrantedForTheEntrysAppsOrOneAppEach() throws {
+        let credentials = try Self.parse(#""scopes": ["read", "send:com.a", "tokens"], "apps": ["com.a", "com.b"]"#)
+        let permissions = try #require(credentials.permissions(of: "alice"))
+        #expect(permissions.allows(.read, app: "com.b") && !permissions.allows(.read, app: "com.c"))
+        #expect(permissions.allows(.send, app: "com.a") && !permissions.allows(.send, app: "com.b"))
+        #expect(permissions.allows(.tokens, app: "com.a") && !permissions.allows(.deadLetters, app: "com.a"))
+        #expect(!permissions.allowsSome(.deadLetters) && permissions.allowsSome(.send))
+        #expect(credentials.warnings.isEmpty)
+        #expect(permissions.summary == "read (com.a, com.b), send (com.a), tokens (com.a, com.b)")
+
+        let everywhere = try #require(try Self.parse(#""scopes": ["dead-letters"]"#).permissions(of: "alice"))
+        #expect(everywhere.allows(.deadLetters, app: "anything") && !everywhere.allows(.read, app: "anything"))
+        let admin = try #require(try Self.parse(#""scopes": ["admin"], "apps": ["com.a"]"#).permissions(of: "alice"))
+        #expect(admin.allows(.tokens, app: "com.a") && !admin.allows(.tokens, app: "com.b"), "admin for named apps")
+    }
+
+    @Test func anEntryWithoutScopesIsAnAdminWithAWarning() throws {
+        let credentials = try Self.parse(#""note": "old file""#)
+        #expect(credentials.permissions(of: "alice") == .admin)
+        #expect(credentials.warnings == [#"operators[0] (alice) has no scopes, so it may do everything (admin): give it "scopes" in ops.json"#])
+        #expect(credentials.permissions(of: "nobody") == nil)
+    }
+
+    @Test func badScopesAndAppsAreNamed() throws {
+        func message(_ entry: String) -> String {
+            do {
+                _ = try Self.parse(entry)
+                return ""
+            } catch {
+                return "\(error)"
+            }
+        }
+        #expect(message(#""scopes": ["sned"]"#).contains(#"operators[0].scopes[0] "sned" is not a scope (read, send, tokens, dead-letters, admin"#))
+        #expect(message(#""scopes": []"#).contains("operators[0].scopes is empty"))
+        #expect(message(#""scopes": "read""#).contains("operators[0].scopes must be an array"))
+        #expect(message(#""scopes": ["send:"]"#).contains("operators[0].scopes[0] names no app"))
+        #expect(message(#""scopes": [1]"#).contains("operators[0].scopes[0] must be a string"))
+        #expect(message(#""scopes": ["read"], "apps": []"#).contains("operators[0].apps is empty"))
+        #expect(message(#""scopes": ["read"], "apps": [7]"#).contains("operators[0].apps[0] must be an app's bundle id"))
+        let credentials = try Self.parse(#""scopes": ["read:com.typo"]"#)
+        #expect(throws: OperatorsFileError.self) { try credentials.check(apps: ["com.a"]) }
+        try credentials.check(apps: ["com.typo"])
+    }
+}
+
+struct LoginThrottleTests {
+    @Test func theBackoffStartsAfterFiveFailuresAndDoublesToAMinute() {
+        #expect((0..<5).allSatisfy { LoginThrottle.backoff(failures: $0) == .zero })
+        #expect(LoginThrottle.backoff(failures: 5) == .seconds(1))
+        #expect(LoginThrottle.backoff(failures: 6) == .seconds(2))
+        #expect(LoginThrottle.backoff(failures: 10) == .seconds(32))
+        #expect(LoginThrottle.backoff(failures: 11) == .seconds(60))
+        #expect(LoginThrottle.backoff(failures: Int.max) == .seconds(60), "no overflow")
+    }
+
+    @Test func aTryWaitsOnlyUntilTheBackoffAfterTheLastFailureEnds() {
+        #expect(LoginThrottle.backoffRefusal(failures: 6, lastFailure: 10_000, now: 10_500) == .backoff(retryAfter: .milliseconds(1500)))
+        #expect(LoginThrottle.backoffRefusal(failures: 6, lastFailure: 10_000, now: 12_000) == nil)
+        #expect(LoginThrottle.backoffRefusal(failures: 4, lastFailure: 10_000, now: 10_000) == nil)
+        #expect(LoginThrottle.backoffRefusal(failures: 6, lastFailure: 20_000, now: 10_000) == nil, "a clock that went back does not lock")
+    }
+
+    @Test func theLineOfChecksAdmitsInOrderAndTurnsAwayWhenFull() async {
+        let queue = VerificationQueue(concurrent: 1, waiting: 2, patience: .seconds(5))
+        // One runs (blocked until released), two wait, a fourth is turned away at once.
+        async let first: Int? = queue.run {
+            for _ in 0..<200 where !Task.isCancelled { usleep(5000) }
+            return 1
+        }
+        try? await Task.sleep(for: .milliseconds(50))
+        async let second: Int? = queue.run { 2 }
+        async let third: Int? = queue.run { 3 }
+        try? await Task.sleep(for: .milliseconds(50))
+        let fourth = await queue.run { 4 }
+        #expect(fourth == nil)
+        let results = await [first, second, third]
+        #expect(results == [1, 2, 3])
+        #expect(queue.typicalCheck > .zero)
+
+        let impatient = VerificationQueue(concurrent: 1, waiting: 2, patience: .milliseconds(100))
+        async let busy: Int? = impatient.run {
+            usleep(500_000)
+            return 1
+        }
+        try? await Task.sleep(for: .milliseconds(20))
+        let late = await impatient.run { 2 }
+        #expect(late == nil, "its turn did not come within its patience")
+        _ = await busy
     }
 }
