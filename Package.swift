@@ -10,6 +10,62 @@ let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("MemberImportVisibility"),
 ]
 
+/// What the package needs: the lowest versions it works with (`from:`), as a library states them.
+let minimumVersions: [(url: String, from: Version)] = [
+    ("https://github.com/apple/swift-log.git", "1.16.2"),
+    ("https://github.com/apple/swift-metrics.git", "2.13.0"),
+    ("https://github.com/apple/swift-argument-parser.git", "1.8.2"),
+    ("https://github.com/apple/swift-configuration.git", "1.4.0"),
+    ("https://github.com/swift-server/swift-service-lifecycle.git", "2.13.0"),
+    ("https://github.com/swift-server/swift-prometheus.git", "2.4.1"),
+    ("https://github.com/hummingbird-project/hummingbird.git", "2.28.1"),
+    ("https://github.com/apple/swift-nio.git", "2.101.2"),
+    ("https://github.com/apple/swift-crypto.git", "3.12.3"),
+    ("https://github.com/apple/swift-nio-extras.git", "1.35.2"),
+    ("https://github.com/apple/swift-http-types.git", "1.8.0"),
+    ("https://github.com/hummingbird-project/swift-mustache.git", "2.1.1"),
+]
+
+/// Every package of the resolved graph (direct and transitive) at the version the tests last passed
+/// with. With `PUSH_EXACT_DEPENDENCIES=1` (the image build, deploy/Dockerfile) the graph is exactly
+/// this, not the newest versions the ranges above allow: Package.resolved cannot be committed here,
+/// since the local package mirror's commit ids are not upstream's. scripts/checks/containers.sh
+/// fails when this table differs from what `swift build` resolved, so it moves with the tests.
+let testedVersions: [(url: String, version: Version)] = [
+    ("https://github.com/apple/swift-algorithms.git", "1.2.1"),
+    ("https://github.com/apple/swift-argument-parser.git", "1.8.2"),
+    ("https://github.com/apple/swift-asn1.git", "1.7.4"),
+    ("https://github.com/apple/swift-async-algorithms.git", "1.1.4"),
+    ("https://github.com/apple/swift-atomics.git", "1.3.0"),
+    ("https://github.com/apple/swift-certificates.git", "1.21.1"),
+    ("https://github.com/apple/swift-collections.git", "1.6.0"),
+    ("https://github.com/apple/swift-configuration.git", "1.4.0"),
+    ("https://github.com/apple/swift-crypto.git", "3.12.3"),
+    ("https://github.com/apple/swift-distributed-tracing.git", "1.7.3"),
+    ("https://github.com/apple/swift-http-structured-headers.git", "1.7.0"),
+    ("https://github.com/apple/swift-http-types.git", "1.8.0"),
+    ("https://github.com/apple/swift-log.git", "1.16.2"),
+    ("https://github.com/apple/swift-metrics.git", "2.13.0"),
+    ("https://github.com/apple/swift-nio-extras.git", "1.35.2"),
+    ("https://github.com/apple/swift-nio-http2.git", "1.46.0"),
+    ("https://github.com/apple/swift-nio-ssl.git", "2.37.6"),
+    ("https://github.com/apple/swift-nio-transport-services.git", "1.28.0"),
+    ("https://github.com/apple/swift-nio.git", "2.101.3"),
+    ("https://github.com/apple/swift-numerics.git", "1.1.1"),
+    ("https://github.com/apple/swift-service-context.git", "1.5.1"),
+    ("https://github.com/apple/swift-system", "1.8.1"),
+    ("https://github.com/hummingbird-project/hummingbird.git", "2.28.1"),
+    ("https://github.com/hummingbird-project/swift-mustache.git", "2.1.1"),
+    ("https://github.com/swift-server/async-http-client.git", "1.37.0"),
+    ("https://github.com/swift-server/swift-prometheus.git", "2.4.1"),
+    ("https://github.com/swift-server/swift-service-lifecycle.git", "2.13.0"),
+]
+
+let dependencies: [Package.Dependency] =
+    Context.environment["PUSH_EXACT_DEPENDENCIES"] == "1"
+    ? testedVersions.map { .package(url: $0.url, exact: $0.version) }
+    : minimumVersions.map { .package(url: $0.url, from: $0.from) }
+
 let package = Package(
     name: "push",
     platforms: [.macOS(.v15)],
@@ -26,20 +82,7 @@ let package = Package(
         .executable(name: "render-bench", targets: ["render-bench"]),
         .executable(name: "send-bench", targets: ["send-bench"]),
     ],
-    dependencies: [
-        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
-        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
-        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
-        .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0"),
-        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
-        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
-        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
-        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
-        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
-        .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
-        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
-        .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.1"),
-    ],
+    dependencies: dependencies,
     targets: [
         // MARK: C libraries (system-library targets; shims for variadic functions and macros)
         .systemLibrary(

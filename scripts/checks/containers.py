@@ -8,9 +8,13 @@
    against a closed port it fails, for a program it does not know (pushctl) it succeeds; for
    push-console it asks PUSH_HTTP_PORT (the console has no admin port), not PUSH_ADMIN_PORT.
 4. The build stage COPYs every top-level directory Package.swift puts a target in (SwiftPM refuses a
-   package whose target directory is missing: the image did not build before Benchmarks/ was copied),
-   and builds (--product) and copies into the image every executable product whose target is in
-   Sources/ (the services, pushctl, apns-sandbox; not the benchmarks or the tests' helpers).
+   package whose target directory is missing: the image did not build before Benchmarks/ was copied).
+   Then the build stage runs, as written, in a scratch copy of the build context (.local/image-build;
+   only the apt-get installs are skipped): its Swift tag must be the toolchain the tests ran with,
+   every file the runtime stage COPYs --from=build must exist afterwards, every executable product
+   whose target is in Sources/ must be among them and start. (A regex read of the RUN line passed
+   while SwiftPM built only the last of seven --product options.) And Package.swift's testedVersions,
+   which the image builds exactly, must be what the tests resolved (Package.resolved).
 5. .dockerignore keeps the build output, local state, the git history, .env, the keys and
    push-console's operators file (config/console-operators.json: COPY config would bake it in) out.
 6. docker-compose config -q: docker-compose.yml, and with docker-compose.cluster.yml over it, with a
@@ -169,6 +173,125 @@ def shipped_products():
             products.append(match.group(1))
     return products
 
+IMAGE_BUILD = ROOT / ".local" / "image-build"
+
+
+def dockerignored():
+    return {line.strip().rstrip("/") for line in (ROOT / ".dockerignore").read_text().splitlines()
+            if line.strip() and not line.startswith("#")}
+
+
+def copy_context(source, destination):
+    """COPY of the build context's `source` to `destination`, leaving out what .dockerignore names.
+    Files keep their times, so a second run of the check rebuilds only what changed."""
+    ignored = dockerignored()
+
+    def skip(directory, names):
+        relative = Path(directory).relative_to(ROOT)
+        return [n for n in names if os.path.normpath(relative / n) in ignored]
+
+    if source.is_dir():
+        if destination.exists():
+            shutil.rmtree(destination)
+        shutil.copytree(source, destination, ignore=skip, symlinks=True)
+    else:
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, destination)
+
+
+def shell_assignments(text):
+    """ENV/ARG `KEY=VALUE ...` (values optionally in double quotes) as a dict."""
+    return {m.group(1): m.group(2) if m.group(2) is not None else m.group(3)
+            for m in re.finditer(r'(\w+)=(?:"([^"]*)"|(\S*))', text)}
+
+
+def run_build_stage(report, build, final):
+    """Runs the build stage's instructions as written, in a scratch copy of the build context under
+    .local/image-build (the container's / is that folder): COPY copies from the repository, WORKDIR
+    moves, ENV and ARG set variables, RUN runs with sh, except the package installs (apt-get), which
+    this machine has made already. Then every file the runtime stage copies from this stage must be
+    there, and every shipped program must be among them and start (`--help`)."""
+    froms = [rest for instr, rest in build if instr == "FROM"]
+    image = froms[0].split()[0] if froms else ""
+    version = subprocess.run(["swift", "--version"], capture_output=True, text=True).stdout
+    local = re.search(r"Swift version (\d+\.\d+(?:\.\d+)?)", version)
+    tag = re.match(r"swift:(\d+\.\d+(?:\.\d+)?)-", image)
+    report.check(bool(local and tag and tag.group(1) == local.group(1)),
+                 f"the build stage's toolchain ({image}) is the one the tests ran with (Swift {local.group(1) if local else '?'})",
+                 "pin the FROM tag to `swift --version`")
+    IMAGE_BUILD.mkdir(parents=True, exist_ok=True)
+    workdir = Path("/")
+    env = dict(os.environ)
+    started = time.monotonic()
+    for instr, rest in build:
+        if instr in ("ENV", "ARG"):
+            env.update(shell_assignments(rest))
+        elif instr == "WORKDIR":
+            workdir = workdir / rest.strip()
+            (IMAGE_BUILD / workdir.relative_to("/")).mkdir(parents=True, exist_ok=True)
+        elif instr == "COPY":
+            if rest.startswith("--"):
+                report.check(False, f"the build stage's COPY {rest} can be run here", "COPY options are not supported by this check")
+                return
+            *sources, target = rest.split()
+            for source in sources:
+                destination = IMAGE_BUILD / (workdir / target).relative_to("/")
+                if (ROOT / source).is_file() and (target.endswith("/") or len(sources) > 1):
+                    destination = destination / Path(source).name
+                copy_context(ROOT / source, destination)
+        elif instr == "RUN":
+            if "apt-get" in rest:
+                print("info  build stage: skipped the package install (this machine has installed them)")
+                continue
+            absolute = [w for w in re.findall(r"(?<![\w$])/[\w./-]+", rest)]
+            if not report.check(not absolute, "the build stage's RUN commands name only paths under WORKDIR (so this check can run them)",
+                                f"absolute paths {absolute}"):
+                return
+            print(f"info  build stage: RUN {rest[:140]}{'…' if len(rest) > 140 else ''}", flush=True)
+            result = subprocess.run(["sh", "-c", rest], cwd=IMAGE_BUILD / workdir.relative_to("/"), env=env,
+                                    capture_output=True, text=True, timeout=3600)
+            if not report.check(result.returncode == 0, f"build stage: RUN {rest[:80]}… exits 0",
+                                (result.stdout + result.stderr).strip()[-2000:]):
+                return
+    print(f"info  build stage ran in {time.monotonic() - started:.0f} s")
+    shipped = shipped_products()
+    copied = [rest.split() for instr, rest in final if instr == "COPY" and rest.startswith("--from=build")]
+    programs = set()
+    for parts in copied:
+        for source in parts[1:-1]:
+            path = IMAGE_BUILD / source.lstrip("/")
+            if not report.check(path.exists(), f"the runtime stage's COPY --from=build {source} exists after the build stage"):
+                continue
+            if path.is_dir():
+                programs |= {f.name for f in path.iterdir() if f.is_file() and os.access(f, os.X_OK)}
+    missing = [p for p in shipped if p not in programs]
+    report.check(shipped and not missing, f"the image gets every executable product in Sources/ ({', '.join(shipped)})",
+                 f"missing {missing}")
+    for parts in copied:
+        for source in parts[1:-1]:
+            for program in shipped:
+                binary = IMAGE_BUILD / source.lstrip("/") / program
+                if binary.is_file():
+                    result = subprocess.run([str(binary), "--help"], capture_output=True, text=True, timeout=60)
+                    report.check(result.returncode == 0, f"the image's {program} starts (--help)", (result.stdout + result.stderr)[-400:])
+
+
+def tested_versions(report):
+    """Package.swift's testedVersions (what the image builds, exactly) agree with what `swift build`
+    resolved for the tests (Package.resolved, written by swift build/test)."""
+    text = (ROOT / "Package.swift").read_text()
+    block = text[text.index("let testedVersions"):]
+    block = block[:block.index("]\n")]
+    table = dict(re.findall(r'\("([^"]+)", "([^"]+)"\)', block))
+    resolved_file = ROOT / "Package.resolved"
+    if not report.check(resolved_file.exists(), "Package.resolved exists (swift build ran) to compare testedVersions with"):
+        return
+    resolved = {pin["location"]: pin["state"].get("version") for pin in json.loads(resolved_file.read_text())["pins"]}
+    differ = sorted(f"{url}: tested {resolved.get(url)}, table {table.get(url)}"
+                    for url in set(table) | set(resolved) if table.get(url) != resolved.get(url))
+    report.check(not differ, f"Package.swift's testedVersions are the {len(resolved)} versions the tests resolved",
+                 "; ".join(differ) + " (update testedVersions in Package.swift)")
+
 
 def render_overlay(directory):
     """The documents `kubectl apply -k directory` would apply, for the kustomization features the
@@ -270,7 +393,10 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--venv", required=True)
     parser.add_argument("--bin-dir", default=str(ROOT / ".build" / "debug"))
+    parser.add_argument("--skip-image-build", action="store_true",
+                        help="do not run the build stage's commands (a release build: minutes the first time)")
     args = parser.parse_args()
+    skip_build = args.skip_image_build
     report = Report()
 
     hadolint = Path(args.venv) / "bin" / "hadolint"
@@ -303,13 +429,11 @@ def main():
     missing = sorted(package_target_roots() - copied)
     report.check(not missing, f"the build stage copies every directory with targets ({', '.join(sorted(package_target_roots()))})",
                  f"missing {missing}")
-    shipped = shipped_products()
-    builds = [rest for instr, rest in build if instr == "RUN" and "swift build" in rest]
-    loops = [m.group(1).split() for rest in builds for m in re.finditer(r"\bfor\s+\w+\s+in\s+([^;]*);", rest)]
-    missing = [p for p in shipped if not any(re.search(r"--product\s+" + re.escape(p) + r"(?=\s|$)", rest) for rest in builds)
-               or not any(p in loop for loop in loops)]
-    report.check(shipped and not missing, f"the build stage builds and copies every executable product in Sources/ ({', '.join(shipped)})",
-                 f"not built with --product or not copied to /out: {missing}")
+    if skip_build:
+        print("info  the build stage was not run (--skip-image-build)")
+    else:
+        run_build_stage(report, build, final)
+    tested_versions(report)
 
     ignored = {line.strip().rstrip("/") for line in (ROOT / ".dockerignore").read_text().splitlines() if line.strip() and not line.startswith("#")}
     needed = {".build", ".local", ".git", ".env", "config/keys", "config/console-operators.json"}
