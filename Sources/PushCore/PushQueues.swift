@@ -52,6 +52,10 @@ public struct PushQueues: Sendable, Hashable {
     /// How many times a quorum work queue redelivers one message (consumer crashes, requeues) before
     /// dead-lettering it, so one poison message cannot loop forever.
     public static let deliveryLimit = 20
+
+    /// `push.dead`'s delivery limit: the largest RabbitMQ takes (a 32-bit signed integer), so looking
+    /// at the letters never drops one.
+    public static let deadLetterDeliveryLimit = Int(Int32.max)
 }
 
 /// A durable quorum work queue bound to ``PushQueues/exchange``, with its delayed-retry tiers.

@@ -38,7 +38,16 @@ extension AMQPTopology {
             topology.bindings.append(Binding(queue: queue.name, exchange: names.exchange, routingKey: queue.routingKey))
             topology.queues.append(contentsOf: retryQueues(for: queue))
         }
-        topology.queues.append(Queue(name: names.dead, arguments: ["x-queue-type": "quorum"]))
+        // A limit no look at the letters reaches: RabbitMQ 4 gives a quorum queue without one a limit
+        // of 20 and drops a letter returned more often (push.dead has no dead-letter exchange), and
+        // every look at the letters returns them. -1 would mean "none" on 4.x but "drop at the first
+        // return" on 3.x. A creation argument, so a push.dead made before keeps what it has: the
+        // `push-dead-letters` policy (deploy/rabbitmq/policies.json) sets the same on it, and
+        // DeadLetterQueue renews letters looked at often.
+        topology.queues.append(
+            Queue(
+                name: names.dead, arguments: ["x-queue-type": "quorum"],
+                creationArguments: ["x-delivery-limit": .int64(Int64(PushQueues.deadLetterDeliveryLimit))]))
         topology.bindings.append(Binding(queue: names.dead, exchange: names.exchange, routingKey: names.deadRoutingKey))
         return topology
     }

@@ -5,9 +5,13 @@ public import PushCore
 /// Looking at `push.dead` and sending letters back: shared by `pushctl dead` and the console.
 ///
 /// Looking means taking letters and returning them (``DeadLetterQueue/peek(limit:)`` nacks them back
-/// with requeue); `push.dead` is declared without a delivery limit, so looking never drops a letter
-/// (RabbitMQ 4 gives quorum queues a default limit of 20: declare `x-delivery-limit` there). Two
-/// lookers at once each see only the letters the other is not holding. A letter is named by its ``key``,
+/// with requeue). On RabbitMQ 4.0–4.2 every return counts as a delivery, and a quorum queue drops a
+/// message delivered more often than its limit (20 unless set; `push.dead` has no dead-letter
+/// exchange). So `push.dead` is created with a limit no look reaches
+/// (``PushCore/PushQueues/deadLetterDeliveryLimit``), and a letter whose count has grown past
+/// ``DeadLetterQueue/renewalCount`` — a `push.dead` made before, with the default — is replaced by a
+/// fresh copy (count 0) instead of returned. Two lookers at once each see only the letters the other
+/// is not holding. A letter is named by its ``key``,
 /// a fingerprint of its body, reason and time, stable between one look and the next.
 public struct DeadLetter: Sendable, Equatable {
     /// 16 hex digits of FNV-1a over the reason, the AMQP timestamp and the body.
@@ -123,8 +127,38 @@ public struct DeadLetterQueue: Sendable {
     public func peek(limit: Int) async throws -> [DeadLetter] {
         let deliveries = try await take(limit: limit)
         let letters = deliveries.map { DeadLetter(delivery: $0, queues: queues) }
-        for delivery in deliveries { delivery.nack(requeue: true) }
+        for delivery in deliveries { await giveBack(delivery) }
         return letters
+    }
+
+    /// A letter delivered this often is given back as a fresh copy: half RabbitMQ 4's default limit
+    /// of 20, so a `push.dead` that has the default never reaches it.
+    public static let renewalCount = 10
+
+    /// How often a letter has been delivered, as the broker counts it (`x-delivery-count`; RabbitMQ
+    /// 4.3 counts returns in `x-acquired-count`).
+    static func deliveryCount(_ delivery: AMQPDelivery) -> Int {
+        let headers = delivery.properties.headers
+        return Int(clamping: max(headers["x-delivery-count"]?.intValue ?? 0, headers["x-acquired-count"]?.intValue ?? 0))
+    }
+
+    /// Returns a letter taken for a look: nacked back as it is, or, once delivered
+    /// ``renewalCount`` times, published again as a fresh copy (same body and properties, so the
+    /// same ``DeadLetter/key``) and the old one acked once the broker confirmed the copy. If the copy
+    /// fails the old one is nacked back: nothing is lost either way.
+    public func giveBack(_ delivery: AMQPDelivery) async {
+        guard Self.deliveryCount(delivery) >= Self.renewalCount else {
+            delivery.nack(requeue: true)
+            return
+        }
+        var properties = delivery.properties
+        for header in ["x-delivery-count", "x-acquired-count"] { properties.headers[header] = nil }
+        do {
+            try await amqp.publish(AMQPOutboundMessage(exchange: "", routingKey: queues.dead, body: delivery.body, properties: properties))
+            delivery.ack()
+        } catch {
+            delivery.nack(requeue: true)
+        }
     }
 
     /// What ``replay(key:to:now:)`` did.
@@ -155,21 +189,21 @@ public struct DeadLetterQueue: Sendable {
         var failure: (any Error)?
         for delivery in deliveries {
             guard case .notFound = result, failure == nil else {
-                delivery.nack(requeue: true)
+                await giveBack(delivery)
                 continue
             }
             let letter = DeadLetter(delivery: delivery, queues: queues)
             guard letter.key == key else {
-                delivery.nack(requeue: true)
+                await giveBack(delivery)
                 continue
             }
             guard permitted(letter) else {
-                delivery.nack(requeue: true)
+                await giveBack(delivery)
                 result = .notPermitted(app: letter.app)
                 continue
             }
             guard let target = queue ?? letter.target else {
-                delivery.nack(requeue: true)
+                await giveBack(delivery)
                 result = .noTarget
                 continue
             }

@@ -34,13 +34,17 @@ extension PushctlCommand {
             func run() async throws {
                 guard (1...10_000).contains(limit) else { throw ValidationError("--limit must be 1–10000") }
                 let amqp = try await connection.amqp()
+                let letters = DeadLetterQueue(amqp: amqp, queues: connection.queues)
                 let deliveries = try await Dead.take(amqp, queues: connection.queues, limit: limit)
                 for delivery in deliveries {
                     let reason = DeadLetterReason(headers: delivery.properties.headers)
                     let source = Dead.sourceQueue(delivery) ?? "-"
-                    print("reason: \(reason)\nfrom:   \(source)\nbody:   \(String(decoding: delivery.body.prefix(2000), as: UTF8.self))\n")
+                    // A body is anyone's bytes: escaped, so it cannot move the cursor or recolour the
+                    // operator's terminal.
+                    let body = TerminalText.escaped(String(decoding: delivery.body.prefix(2000), as: UTF8.self))
+                    print("reason: \(TerminalText.escaped(reason.description))\nfrom:   \(TerminalText.escaped(source))\nbody:   \(body)\n")
                 }
-                for delivery in deliveries { delivery.nack(requeue: true) }
+                for delivery in deliveries { await letters.giveBack(delivery) }
                 await amqp.close()
                 print("\(deliveries.count) dead letter(s) shown")
             }
@@ -77,7 +81,7 @@ extension PushctlCommand {
                 for delivery in deliveries {
                     let reason = DeadLetterReason(headers: delivery.properties.headers).description
                     guard matching.map({ reason.contains($0) }) ?? true, let target = to ?? Dead.sourceQueue(delivery) else {
-                        delivery.nack(requeue: true)
+                        await DeadLetterQueue(amqp: amqp, queues: connection.queues).giveBack(delivery)
                         skipped += 1
                         continue
                     }

@@ -174,4 +174,21 @@ struct PushctlTests {
             #expect(try await connection.queueStatus(queues.dead).messages == 0)
         }
     }
+
+    /// A dead letter's body is anyone's bytes: `dead list` prints its control characters escaped,
+    /// so it cannot clear the screen or recolour the operator's terminal.
+    @Test func deadListEscapesControlCharacters() async throws {
+        try await withTopology { connection, queues in
+            let body = "{\"id\":\"x\u{1B}[2J\u{1B}]0;owned\u{07}\",\"note\":\"line\nbreak\u{9B}\"}"
+            try await connection.publish(
+                AMQPOutboundMessage(
+                    exchange: queues.exchange, routingKey: queues.deadRoutingKey, body: Array(body.utf8),
+                    properties: AMQPProperties(headers: [PushQueues.errorHeader: .string("test: \u{1B}[31mred")])))
+            let listed = try await pushctl(["dead", "list", "--queue-prefix", queues.prefix])
+            #expect(listed.status == 0, "\(listed.output)")
+            #expect(!listed.output.unicodeScalars.contains { $0.value == 0x1B || $0.value == 0x07 || $0.value == 0x9B })
+            #expect(listed.output.contains(#"x\u{1B}[2J\u{1B}]0;owned\u{7}"#) && listed.output.contains(#"line\u{A}break\u{9B}"#))
+            #expect(listed.output.contains(#"test: \u{1B}[31mred"#))
+        }
+    }
 }

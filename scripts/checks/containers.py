@@ -293,6 +293,27 @@ def tested_versions(report):
                  "; ".join(differ) + " (update testedVersions in Package.swift)")
 
 
+def pinned_brokers(report):
+    """Every RabbitMQ image in the compose files and the manifests names an exact version
+    (rabbitmq:X.Y.Z…), and every RabbitmqCluster names its image: the operator's default moves with
+    the operator, and a minor tag moves with RabbitMQ's releases (4.x changed the delivery limit)."""
+    files = [ROOT / "docker-compose.yml", ROOT / "docker-compose.cluster.yml"] + sorted(KUBE.rglob("*.yaml"))
+    loose, clusters = [], 0
+    for path in files:
+        for document in yaml.safe_load_all(path.read_text()):
+            if not isinstance(document, dict):
+                continue
+            if document.get("kind") == "RabbitmqCluster":
+                clusters += 1
+                image = (document.get("spec") or {}).get("image", "")
+                if not re.fullmatch(r"rabbitmq:\d+\.\d+\.\d+[\w.-]*", image or ""):
+                    loose.append(f"{path.relative_to(ROOT)}: RabbitmqCluster {document['metadata']['name']} image {image or 'unset'}")
+        for match in re.finditer(r"image:\s*[\"']?(rabbitmq:[^\s\"']+)", path.read_text()):
+            if not re.fullmatch(r"rabbitmq:\d+\.\d+\.\d+[\w.-]*", match.group(1)):
+                loose.append(f"{path.relative_to(ROOT)}: {match.group(1)}")
+    report.check(not loose, f"every RabbitMQ image is pinned to an exact version ({clusters} RabbitmqCluster with its image)", "; ".join(loose))
+
+
 def render_overlay(directory):
     """The documents `kubectl apply -k directory` would apply, for the kustomization features the
     overlay uses (resources, JSON 6902 patches with a kind/labelSelector target); anything else is
@@ -450,6 +471,7 @@ def main():
             result = subprocess.run(command, cwd=tmp, capture_output=True, text=True, timeout=120)
             report.check(result.returncode == 0, " ".join(command), (result.stdout + result.stderr).strip())
 
+    pinned_brokers(report)
     kubernetes(report, args.venv)
     print(f"containers: {report.passed} passed, {report.failed} failed")
     return 1 if report.failed else 0
