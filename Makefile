@@ -39,15 +39,28 @@ bench: deps-bench
 	  'PUSH_AMQP_URL="$$PUSH_TEST_AMQP_URL" PUSH_REDIS_URL="$$PUSH_TEST_REDIS_URL" exec swift run -c release --skip-build foundation-bench'
 
 # The credentials docker-compose.yml reads (compose loads .env by itself): RabbitMQ's user `push`
-# and a random password, and the Erlang cookie of docker-compose.cluster.yml's nodes; mode 600.
-# Made once and never overwritten; for a new password delete .env and the compose RabbitMQ volume
-# (`docker compose down -v`), which keeps the user it was made with.
+# and a random password, the Erlang cookie of docker-compose.cluster.yml's nodes, and Redis's
+# password (REDIS_PASSWORD, which Redis requires and every PUSH_REDIS_URL carries); mode 600. Made
+# once and never overwritten: on an existing .env (one of an older version) it only adds a random
+# REDIS_PASSWORD when the file has none, which is what compose's `required variable REDIS_PASSWORD
+# is missing a value: run make .env` asks for. For a new RabbitMQ password delete .env and the
+# compose RabbitMQ volume (`docker compose down -v`), which keeps the user it was made with; Redis
+# takes its password from the command line at every start, so a new one needs no new volume.
+.PHONY: .env
 .env:
-	@umask 077 && pw=$$(openssl rand -hex 24) && cookie=$$(openssl rand -hex 24) && [[ $${#pw} == 48 && $${#cookie} == 48 ]] && \
+	@umask 077 && pw=$$(openssl rand -hex 24) && cookie=$$(openssl rand -hex 24) && redis=$$(openssl rand -hex 24) && \
+	  [[ $${#pw} == 48 && $${#cookie} == 48 && $${#redis} == 48 ]] && \
 	  tmp=$$(mktemp .env.XXXXXX) && \
-	  printf 'RABBITMQ_USER=push\nRABBITMQ_PASSWORD=%s\nRABBITMQ_ERLANG_COOKIE=%s\n' "$$pw" "$$cookie" >"$$tmp" && chmod 600 "$$tmp" && \
-	  if mv -n "$$tmp" .env && [[ ! -e $$tmp ]]; then echo "wrote .env (RabbitMQ user push, a random password)"; \
-	  else rm -f "$$tmp"; echo "make: .env exists; left as it is" >&2; fi
+	  printf 'RABBITMQ_USER=push\nRABBITMQ_PASSWORD=%s\nRABBITMQ_ERLANG_COOKIE=%s\nREDIS_PASSWORD=%s\n' "$$pw" "$$cookie" "$$redis" >"$$tmp" && \
+	  chmod 600 "$$tmp" && \
+	  if mv -n "$$tmp" .env && [[ ! -e $$tmp ]]; then echo "wrote .env (RabbitMQ user push, a random password; a random Redis password)"; \
+	  else rm -f "$$tmp"; \
+	    if grep -Eq '^[[:space:]]*(export[[:space:]]+)?REDIS_PASSWORD=[^[:space:]]' .env; then echo "make: .env exists; left as it is" >&2; \
+	    elif grep -Eq '^[[:space:]]*(export[[:space:]]+)?REDIS_PASSWORD=' .env; then \
+	      echo "make: .env has an empty REDIS_PASSWORD; give it a value (openssl rand -hex 24) or delete the line" >&2; exit 1; \
+	    else { [[ -z $$(tail -c 1 .env) ]] || echo; printf 'REDIS_PASSWORD=%s\n' "$$redis"; } >>.env && \
+	      echo "added a random REDIS_PASSWORD to the existing .env (left the rest as it is)"; fi; \
+	  fi
 
 # Every fuzz target (Fuzz/: push requests, send batches, registrations, invalid-token reports, the
 # legacy forms and feedback stream, the apps file, .strings catalogs, AMQP headers) under libFuzzer

@@ -157,6 +157,13 @@ if [[ ${PUSH_APPS_FILE:-config/apps.json} == config/apps.json && ! -s $DEV_KEY ]
     openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$DEV_KEY" 2>/dev/null || exit 1
     log "made the development signing key $DEV_KEY"
 fi
+# The legacy /register form's HMAC secret the default apps file names (ingest.secret_file).
+INGEST_SECRET="$PUSH_ROOT/config/keys/ingest-secret"
+if [[ ${PUSH_APPS_FILE:-config/apps.json} == config/apps.json && ! -s $INGEST_SECRET ]]; then
+    mkdir -p "$(dirname "$INGEST_SECRET")"
+    (umask 077 && openssl rand -hex 32 >"$INGEST_SECRET") || exit 1
+    log "made the legacy registration secret $INGEST_SECRET (hmac-sha256; give it to the apps that sign /register)"
+fi
 SANDBOX_KEYS=()
 if [[ -s $DEV_KEY ]]; then
     # apns-sandbox verifies the development key's tokens as APNs would.
@@ -207,8 +214,13 @@ if [[ " ${SERVICES[*]} " == *" push-console "* && -x $BIN_DIR/push-console && -x
         unset password hash
         log "made the console's local operator admin (password in $CONSOLE_PASSWORD_FILE)"
     fi
+    # The key that signs console sessions (Redis holds only signed values), made once.
+    session_keys="$PUSH_LOCAL_DIR/console-session-keys"
+    if [[ ! -s $session_keys ]]; then
+        (umask 077 && openssl rand -hex 32 >"$session_keys") || exit 1
+    fi
     # Loopback only: the console is for the operators of this machine.
-    CONSOLE_ENV=(PUSH_CONSOLE_OPERATORS_FILE="$operators" PUSH_HTTP_HOST=127.0.0.1)
+    CONSOLE_ENV=(PUSH_CONSOLE_OPERATORS_FILE="$operators" PUSH_CONSOLE_SESSION_KEYS_FILE="$session_keys" PUSH_HTTP_HOST=127.0.0.1)
 fi
 
 # Copy-paste next steps for a newcomer: register a device, send it a push three ways, watch it.

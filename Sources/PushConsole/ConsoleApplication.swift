@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 public import Hummingbird
+import HummingbirdCore
 public import Logging
 import Mustache
 import NIOCore
@@ -83,7 +84,10 @@ public func buildConsoleApplication(
 
     return Application(
         router: router,
-        configuration: ApplicationConfiguration(address: .hostname(configuration.httpHost, port: configuration.httpPort), serverName: nil),
+        server: RequestHeadDeadline.http1(configuration: HTTP1Channel.Configuration(idleTimeout: .seconds(60)), timeout: .seconds(10)),
+        configuration: ApplicationConfiguration(
+            address: .hostname(configuration.httpHost, port: configuration.httpPort), serverName: nil,
+            availableConnectionsDelegate: MaximumAvailableConnections(console.maxConnections, logger: logger)),
         onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? configuration.httpPort) },
         logger: logger
     )

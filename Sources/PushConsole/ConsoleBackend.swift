@@ -19,6 +19,7 @@ public struct ConsoleBackend: Sendable {
     public let registry: TokenRegistry
     public let reports: RequestReports
     public let pauseNotes: AppPauseNotes
+    public let credentialSummaries: CredentialSummaries
     public let logger: Logger
     public let now: @Sendable () -> Int64
 
@@ -36,6 +37,7 @@ public struct ConsoleBackend: Sendable {
             redis: redis, keyPrefix: keyPrefix, layouts: RegistryLayouts(redis: redis, keyPrefix: keyPrefix, defaultShards: registryShards))
         self.reports = RequestReports(redis: redis, keyPrefix: keyPrefix, ttl: reportTTL)
         self.pauseNotes = AppPauseNotes(redis: redis, keyPrefix: keyPrefix)
+        self.credentialSummaries = CredentialSummaries(redis: redis, keyPrefix: keyPrefix)
         self.logger = logger
         self.now = now
     }
@@ -274,17 +276,26 @@ public struct ConsoleBackend: Sendable {
         return states
     }
 
-    /// The credentials and pauses of `shown` (default: every app).
+    /// The credentials and pauses of `shown` (default: every app). Credentials as push-send last
+    /// found them (``PushServiceKit/CredentialSummaries``): the console reads no key or certificate.
     public func appStates(of shown: [String]? = nil) async -> [AppState] {
         let shown = shown ?? appIDs
         let paused = (try? await pauseNotes.read(apps: shown)) ?? [:]
+        let summaries = (try? await credentialSummaries.read(apps: shown)) ?? [:]
         let seconds = now() / 1000
         return shown.compactMap { apps.app(bundleID: $0) }.map { app in
-            let credentials = CredentialReport.inspect(app, now: seconds)
+            guard let summary = summaries[app.bundleID] else {
+                let kind: String
+                if case .token = app.apns { kind = "token" } else { kind = "certificate" }
+                return AppState(
+                    app: app.bundleID, environment: app.environment.rawValue, auth: kind, expiresInDays: nil,
+                    pausedReason: paused[app.bundleID]?.reason, pausedForMilliseconds: paused[app.bundleID]?.remaining, problems: [],
+                    warnings: ["push-send has not reported this app's credentials in the last 3 hours (is it running?)"])
+            }
             return AppState(
-                app: app.bundleID, environment: credentials.environment.rawValue, auth: credentials.kind.rawValue,
-                expiresInDays: credentials.daysLeft(now: seconds), pausedReason: paused[app.bundleID]?.reason,
-                pausedForMilliseconds: paused[app.bundleID]?.remaining, problems: credentials.problems, warnings: credentials.warnings)
+                app: app.bundleID, environment: summary.environment, auth: summary.kind,
+                expiresInDays: summary.expiresAt.map { Double($0 - seconds) / 86_400 }, pausedReason: paused[app.bundleID]?.reason,
+                pausedForMilliseconds: paused[app.bundleID]?.remaining, problems: summary.problems, warnings: summary.warnings)
         }
     }
 

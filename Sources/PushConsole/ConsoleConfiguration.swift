@@ -11,6 +11,7 @@ public import PushServiceKit
 /// | `PUSH_CONSOLE_SESSION_KEYS_FILE` | ``sessionKeysFile`` | none: a key made at start |
 /// | `PUSH_CONSOLE_SESSION_SECRETS` | ``sessionSecrets`` | none |
 /// | `PUSH_CONSOLE_TRUSTED_PROXIES` | ``trustedProxies`` | none |
+/// | `PUSH_CONSOLE_MAX_CONNECTIONS` | ``maxConnections`` | `256` |
 public struct ConsoleConfiguration: Sendable, Hashable {
     /// The operators and API keys (``OperatorCredentials``).
     public var operatorsFile: String
@@ -26,6 +27,9 @@ public struct ConsoleConfiguration: Sendable, Hashable {
     /// Proxies (addresses, CIDR ranges) whose `X-Forwarded-For` names the client, for the login
     /// budget per address and the audit log.
     public var trustedProxies: TrustedProxies = .none
+    /// Connections served at once (more wait in the listen backlog); each request's head must also
+    /// arrive within 10 s of its first byte and an idle connection closes after 60 s.
+    public var maxConnections: Int = 256
 
     public init(
         operatorsFile: String = "", sessionTTL: Duration = .seconds(8 * 3600), secureCookies: Bool = false, sessionKeysFile: String = "",
@@ -89,6 +93,7 @@ public struct ConsoleConfiguration: Sendable, Hashable {
                 "PUSH_CONSOLE_TRUSTED_PROXIES", \.trustedProxies, expected: "comma-separated IP addresses or CIDR ranges (e.g. 10.0.0.0/8)",
                 "proxies whose X-Forwarded-For names the client (login budget per address, audit log)", shown: \.description,
                 parse: TrustedProxies.init(parsing:)),
+            .int("PUSH_CONSOLE_MAX_CONNECTIONS", \.maxConnections, in: 1...100_000, "connections served at once; more wait in the backlog"),
         ])
 
     public static var keys: Set<String> { table.names }

@@ -103,6 +103,12 @@ extension AppConfiguration {
         public static let maximumTimestampWindowSeconds = 86_400
         /// `POST /push_token` registrations one username may make per minute.
         public static let pushTokenPerUserPerMinute = 10
+        /// The default of ``newTokensPerMinute``.
+        public static let defaultNewTokensPerMinute = 60_000
+        /// The default of ``maxActivitySlots``.
+        public static let defaultMaxActivitySlots = 128
+        /// The largest `max_activity_slots`.
+        public static let maximumActivitySlots = 10_000
 
         /// Bearer keys accepted by the registration HTTP API (`api_keys`, default none).
         public var apiKeys: [String]
@@ -110,24 +116,42 @@ extension AppConfiguration {
         /// How the legacy forms' `credential` parameter is checked (`credential`, default `hmac-sha256`;
         /// `md5` only where an app names it).
         public var credential: Credential
-        /// The HMAC key for ``Credential/hmacSHA256`` (`secret`, default none).
+        /// The HMAC key for ``Credential/hmacSHA256`` (`secret`, default none; or read from
+        /// ``secretFile`` when the apps file is loaded).
         public var secret: String?
+        /// A file holding ``secret`` (`secret_file`, relative to the apps file), so the apps file can
+        /// be committed without it.
+        public var secretFile: String?
         /// How far a legacy registration's `timestamp` may be from now (`timestamp_window_s`, default 300).
         public var timestampWindow: Duration
         /// Whether the legacy `POST /push_token` (a username bound to a token with no credential)
         /// registers for this app, when it is the default app (`push_token`, default false).
         public var pushToken: Bool
+        /// The most Live Activity slots (and recent slot deletions) one device may hold
+        /// (`max_activity_slots`, default 128): a new one beyond them is refused, so an app's key
+        /// cannot make one device's registry entry grow without bound.
+        public var maxActivitySlots: Int
+        /// Tokens the registry does not hold yet that this app may gain a minute, over every client
+        /// (`new_tokens_per_minute`, default 60,000; 0 = no budget): random tokens sent with the app's
+        /// key (shipped inside the app) cannot grow Redis until it is full.
+        public var newTokensPerMinute: Int
 
         public init(
             apiKeys: [String] = [],
             credential: Credential = .hmacSHA256,
             secret: String? = nil,
+            secretFile: String? = nil,
             timestampWindow: Duration = Ingest.defaultTimestampWindow,
-            pushToken: Bool = false
+            pushToken: Bool = false,
+            maxActivitySlots: Int = Ingest.defaultMaxActivitySlots,
+            newTokensPerMinute: Int = Ingest.defaultNewTokensPerMinute
         ) {
+            self.maxActivitySlots = maxActivitySlots
+            self.newTokensPerMinute = newTokensPerMinute
             self.apiKeys = apiKeys
             self.credential = credential
             self.secret = secret
+            self.secretFile = secretFile
             self.timestampWindow = timestampWindow
             self.pushToken = pushToken
         }

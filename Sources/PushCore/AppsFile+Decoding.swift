@@ -60,7 +60,7 @@ extension AppsFile {
             isDefault: try app.bool("default") ?? false,
             environment: environment,
             apns: try decodeAPNs(apns, directory: directory),
-            ingest: try decodeIngest(app.object("ingest")),
+            ingest: try decodeIngest(app.object("ingest"), directory: directory),
             rateLimits: try decodeRateLimits(app.object("rate_limits")),
             delivery: try decodeDelivery(app.object("delivery"), app: bundleID)
         )
@@ -123,11 +123,15 @@ extension AppsFile {
         return .pkcs12(certificateFile: resolve(certificateFile, in: directory), password: password ?? "")
     }
 
-    private static func decodeIngest(_ ingest: ObjectReader?) throws(AppsFileError) -> AppConfiguration.Ingest {
+    private static func decodeIngest(_ ingest: ObjectReader?, directory: String) throws(AppsFileError) -> AppConfiguration.Ingest {
         guard let ingest else {
             return AppConfiguration.Ingest()
         }
-        try ingest.rejectUnknownFields(allowed: ["api_keys", "credential", "secret", "timestamp_window_s", "push_token"])
+        try ingest.rejectUnknownFields(
+            allowed: [
+                "api_keys", "credential", "secret", "secret_file", "timestamp_window_s", "push_token", "max_activity_slots",
+                "new_tokens_per_minute",
+            ])
         var credential = AppConfiguration.Credential.hmacSHA256
         let named = try ingest.string("credential")
         if let name = named {
@@ -154,21 +158,50 @@ extension AppsFile {
             window = .seconds(seconds)
         }
         let secret = try ingest.string("secret")
-        if named != nil, credential == .hmacSHA256, (secret ?? "").isEmpty {
+        let secretFile = try ingest.string("secret_file")
+        if secret != nil, secretFile != nil {
+            throw AppsFileError(
+                .invalidValue, field: ingest.fieldPath("secret_file"), app: ingest.app,
+                reason: "use either secret or secret_file, not both")
+        }
+        if named != nil, credential == .hmacSHA256, (secret ?? "").isEmpty, (secretFile ?? "").isEmpty {
             throw AppsFileError(
                 .missingField,
                 field: ingest.fieldPath("secret"),
                 app: ingest.app,
-                reason: "is required when credential is \"hmac-sha256\""
+                reason: "is required when credential is \"hmac-sha256\" (or secret_file: a file holding it)"
             )
         }
         return AppConfiguration.Ingest(
             apiKeys: try ingest.stringArray("api_keys") ?? [],
             credential: credential,
             secret: secret,
+            secretFile: secretFile.map { resolve($0, in: directory) },
             timestampWindow: window,
-            pushToken: try ingest.bool("push_token") ?? false
+            pushToken: try ingest.bool("push_token") ?? false,
+            maxActivitySlots: try maxActivitySlots(ingest),
+            newTokensPerMinute: try newTokensPerMinute(ingest)
         )
+    }
+
+    private static func newTokensPerMinute(_ ingest: ObjectReader) throws(AppsFileError) -> Int {
+        guard let budget = try ingest.int("new_tokens_per_minute") else { return AppConfiguration.Ingest.defaultNewTokensPerMinute }
+        guard (0...100_000_000).contains(budget) else {
+            throw AppsFileError(
+                .invalidValue, field: ingest.fieldPath("new_tokens_per_minute"), app: ingest.app,
+                reason: "must be 0–100000000 (0 = no budget), got \(budget)")
+        }
+        return budget
+    }
+
+    private static func maxActivitySlots(_ ingest: ObjectReader) throws(AppsFileError) -> Int {
+        guard let slots = try ingest.int("max_activity_slots") else { return AppConfiguration.Ingest.defaultMaxActivitySlots }
+        guard (1...AppConfiguration.Ingest.maximumActivitySlots).contains(slots) else {
+            throw AppsFileError(
+                .invalidValue, field: ingest.fieldPath("max_activity_slots"), app: ingest.app,
+                reason: "must be 1–\(AppConfiguration.Ingest.maximumActivitySlots), got \(slots)")
+        }
+        return slots
     }
 
     private static func decodeRateLimits(_ limits: ObjectReader?) throws(AppsFileError) -> AppConfiguration.RateLimits {

@@ -92,7 +92,7 @@ public func buildIngestApplication(
     )
     return Application(
         router: router,
-        server: .http1(configuration: http1),
+        server: RequestHeadDeadline.http1(configuration: http1, timeout: ingest.headerTimeout),
         configuration: ApplicationConfiguration(
             address: .hostname(configuration.httpHost, port: configuration.httpPort),
             serverName: nil,

@@ -32,7 +32,7 @@ extension HTTPRegistrationEndpoints {
             } catch {
                 throw IngestError(error)
             }
-            let (created, record) = try await upsert(app: app, token: token, registration: registration)
+            let (created, record) = try await upsert(app: app, token: token, registration: registration, client: context.clientAddress)
             return Answer(status: created ? .created : .ok, body: record.jsonData(), outcome: created ? "created" : "updated")
         }
     }

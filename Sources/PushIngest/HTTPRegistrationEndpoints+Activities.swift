@@ -36,9 +36,13 @@ extension HTTPRegistrationEndpoints {
             let stored: ActivityTokenUpserted
             do throws(RegistryError) {
                 stored = try await registry.upsertActivityToken(
-                    app: app.bundleID, device: device, registration: registration, defaultEnvironment: app.environment, now: now)
+                    app: app.bundleID, device: device, registration: registration, defaultEnvironment: app.environment, now: now,
+                    maxSlots: app.ingest.maxActivitySlots)
             } catch {
                 throw IngestError.registry(error)
+            }
+            if let cap = stored.refusedAtCap {
+                throw IngestError(.conflict, field: "device", IngestError.slotCapMessage(cap))
             }
             guard stored.applied else {
                 throw IngestError(.conflict, field: "push_token", "a newer registration or deletion of this Live Activity token is already stored")

@@ -40,12 +40,14 @@ extension HTTPRegistrationEndpoints {
                 }
                 app = resolved
                 try form.verify(ingest: app.ingest, nowMilliseconds: Self.nowMilliseconds())
-                try await claimCredential(form, app: app)
             } catch {
                 throw await refusal(error, client: client)
             }
             try await enforceRateLimits(client: client, app: app.bundleID)
-            let (created, _) = try await upsert(app: app, token: form.token, registration: form.registration)
+            // The credential is claimed in the same write: a refusal before it (429, 503) leaves it
+            // unused, so the client's identical retry registers.
+            let (created, _) = try await upsert(
+                app: app, token: form.token, registration: form.registration, client: client, claim: Self.claim(form, app: app))
             return Answer(status: .ok, body: nil, outcome: created ? "created" : "updated")
         }
     }
@@ -74,7 +76,7 @@ extension HTTPRegistrationEndpoints {
             }
             try await enforceRateLimits(client: client, app: app.bundleID)
             try await enforcePushTokenLimit(app: app.bundleID, username: form.registration.user)
-            let (created, _) = try await upsert(app: app, token: form.token, registration: form.registration)
+            let (created, _) = try await upsert(app: app, token: form.token, registration: form.registration, client: client)
             return Answer(status: .ok, body: nil, outcome: created ? "created" : "updated")
         }
     }
@@ -102,17 +104,9 @@ extension HTTPRegistrationEndpoints {
 
     /// A checked credential is accepted once: a captured request replayed within the timestamp window
     /// is refused (`ret` 2). Remembered for twice the window, the longest it can stay valid.
-    private func claimCredential(_ form: LegacyRegistrationForm, app: AppConfiguration) async throws(IngestError) {
-        guard app.ingest.credential != .none, let credential = form.credential?.lowercased() else { return }
-        let firstUse: Bool
-        do {
-            firstUse = try await registry.claimOnce("credential:" + credential, app: app.bundleID, lifetime: app.ingest.timestampWindow * 2)
-        } catch {
-            throw IngestError.registry(error)
-        }
-        guard firstUse else {
-            throw IngestError(.badCredential, field: "credential", "was already used: each signed registration is accepted once")
-        }
+    static func claim(_ form: LegacyRegistrationForm, app: AppConfiguration) -> (name: String, lifetime: Duration)? {
+        guard app.ingest.credential != .none, let credential = form.credential?.lowercased() else { return nil }
+        return ("credential:" + credential, app.ingest.timestampWindow * 2)
     }
 
     /// The query's parameters, and for a request with a body, the form body's (which win).

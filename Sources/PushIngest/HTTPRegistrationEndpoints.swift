@@ -212,6 +212,46 @@ struct HTTPRegistrationEndpoints: Sendable {
         }
     }
 
+    /// A token the registry does not hold yet is charged to the app's budget of new tokens a minute
+    /// and to the client address's: a flood of made-up tokens with the app's key (which ships inside
+    /// the app) is refused with `429` long before Redis is full, while updates of known tokens never
+    /// count. Two concurrent first registrations of one token may both be charged.
+    func enforceNewTokenBudgets(app: AppConfiguration, token: DeviceToken, client: String) async throws(IngestError) {
+        var limits: [RateLimit] = []
+        var scopes: [String] = []
+        if app.ingest.newTokensPerMinute > 0 {
+            limits.append(
+                RateLimit(
+                    key: "\(configuration.rateLimitKeyPrefix):{\(app.bundleID)}:ingest:new-tokens", limit: app.ingest.newTokensPerMinute,
+                    period: .seconds(60)))
+            scopes.append("this app (ingest.new_tokens_per_minute)")
+        }
+        if configuration.newTokensPerClientPerMinute > 0 {
+            limits.append(
+                RateLimit(
+                    key: "\(configuration.rateLimitKeyPrefix):ingest:new-tokens:client:\(client)", limit: configuration.newTokensPerClientPerMinute,
+                    period: .seconds(60)))
+            scopes.append("this client address (PUSH_INGEST_NEW_TOKENS_PER_CLIENT_PER_MINUTE)")
+        }
+        guard !limits.isEmpty else { return }
+        let decisions: [RateLimitDecision]
+        do {
+            guard try await !registry.isRegistered(app: app.bundleID, token: token) else { return }
+            decisions = try await rateLimiter.check(limits)
+        } catch let error as RegistryError {
+            throw IngestError.registry(error)
+        } catch {
+            throw IngestError(.unavailable, IngestError.unavailableMessage, cause: "rate limiter: \(error)")
+        }
+        for (decision, scope) in zip(decisions, scopes) {
+            if case .limited(let wait) = decision {
+                throw IngestError(
+                    .rateLimited, field: "token", "too many new devices a minute for \(scope); retry after the Retry-After seconds",
+                    retryAfter: wait)
+            }
+        }
+    }
+
     /// `<prefix>:ingest:client:<address>`
     private func clientLimitKey(_ client: String) -> String {
         "\(configuration.rateLimitKeyPrefix):ingest:client:\(client)"
@@ -281,8 +321,10 @@ struct HTTPRegistrationEndpoints: Sendable {
 
     /// Stores `registration` as `token`'s record for `app`, answering 503 when Redis is unavailable.
     func upsert(
-        app: AppConfiguration, token: DeviceToken, registration: DeviceRegistration
+        app: AppConfiguration, token: DeviceToken, registration: DeviceRegistration, client: String,
+        claim: (name: String, lifetime: Duration)? = nil
     ) async throws(IngestError) -> (created: Bool, record: DeviceRecord) {
+        try await enforceNewTokenBudgets(app: app, token: token, client: client)
         let stored: TokenRegistry.Upserted
         do {
             stored = try await registry.upsert(
@@ -290,10 +332,14 @@ struct HTTPRegistrationEndpoints: Sendable {
                 token: token,
                 registration: registration,
                 defaultEnvironment: app.environment,
-                now: Self.nowMilliseconds()
+                now: Self.nowMilliseconds(),
+                claim: claim
             )
         } catch {
             throw IngestError.registry(error)
+        }
+        if stored.claimedBefore {
+            throw IngestError(.badCredential, field: "credential", "was already used: each signed registration is accepted once")
         }
         guard stored.applied else {
             // Only when another instance's clock (or a queue message's registered_at) is ahead of ours.

@@ -19,6 +19,9 @@ public struct IngestConfiguration: Sendable, Hashable {
     public var ratePerClient: Int
     /// Requests per second one app may receive (API and legacy forms together); 0 turns the limit off.
     public var ratePerApp: Int
+    /// New tokens (registrations of a token the registry does not hold) one client address may add
+    /// a minute; 0 turns the budget off. Each app has its own budget too (`ingest.new_tokens_per_minute`).
+    public var newTokensPerClientPerMinute: Int = IngestConfiguration.defaultNewTokensPerClientPerMinute
     /// The largest request body accepted; larger bodies get `413` (the CONTRACT's bodies are < 2 KiB).
     public var maxBodySize: Int
     /// How long one request may take from the handler's start, reading the body included; after it the
@@ -28,6 +31,9 @@ public struct IngestConfiguration: Sendable, Hashable {
     public var requestTimeout: Duration
     /// How long a connection may stay without reading anything before it is closed.
     public var idleTimeout: Duration
+    /// How long a request's head may take from its first byte to its last header line: a client
+    /// that sends it a byte at a time is cut off, so slow sockets cannot hold every connection slot.
+    public var headerTimeout: Duration = IngestConfiguration.defaultHeaderTimeout
     /// The most connections served at once; further clients wait in the listen backlog until one closes.
     public var maxConnections: Int
     /// Peers whose `X-Forwarded-For` names the client for the per-client limit (load balancers,
@@ -45,14 +51,17 @@ public struct IngestConfiguration: Sendable, Hashable {
 
     public static let defaultRatePerClient = 20_000
     public static let defaultRatePerApp = 50_000
+    public static let defaultNewTokensPerClientPerMinute = 1_200
     public static let defaultMaxBodySize = 16 * 1024
     public static let defaultRequestTimeout: Duration = .seconds(5)
     public static let defaultIdleTimeout: Duration = .seconds(60)
+    public static let defaultHeaderTimeout: Duration = .seconds(10)
     public static let defaultMaxConnections = 4096
 
     public init(
         ratePerClient: Int = IngestConfiguration.defaultRatePerClient,
         ratePerApp: Int = IngestConfiguration.defaultRatePerApp,
+        newTokensPerClientPerMinute: Int = IngestConfiguration.defaultNewTokensPerClientPerMinute,
         maxBodySize: Int = IngestConfiguration.defaultMaxBodySize,
         requestTimeout: Duration = IngestConfiguration.defaultRequestTimeout,
         idleTimeout: Duration = IngestConfiguration.defaultIdleTimeout,
@@ -64,6 +73,7 @@ public struct IngestConfiguration: Sendable, Hashable {
     ) {
         self.ratePerClient = ratePerClient
         self.ratePerApp = ratePerApp
+        self.newTokensPerClientPerMinute = newTokensPerClientPerMinute
         self.maxBodySize = maxBodySize
         self.requestTimeout = requestTimeout
         self.idleTimeout = idleTimeout
@@ -81,9 +91,14 @@ public struct IngestConfiguration: Sendable, Hashable {
             .int("PUSH_INGEST_RATE_PER_CLIENT", \.ratePerClient, in: 0...10_000_000, "requests/s from one client address (0 = no limit)"),
             .int(
                 "PUSH_INGEST_RATE_PER_APP", \.ratePerApp, in: 0...10_000_000, "requests/s for one app, API and legacy forms together (0 = no limit)"),
+            .int(
+                "PUSH_INGEST_NEW_TOKENS_PER_CLIENT_PER_MINUTE", \.newTokensPerClientPerMinute, in: 0...10_000_000,
+                "tokens the registry does not hold yet that one client address may add a minute (0 = no budget)"),
             .int("PUSH_INGEST_MAX_BODY_BYTES", \.maxBodySize, in: 256...1_048_576, "largest request body, larger gets 413 (256–1048576)"),
             .seconds("PUSH_INGEST_REQUEST_TIMEOUT_S", \.requestTimeout, "seconds one request may take, body upload included"),
             .seconds("PUSH_INGEST_IDLE_TIMEOUT_S", \.idleTimeout, "seconds an idle keep-alive connection stays open"),
+            .seconds(
+                "PUSH_INGEST_HEADER_TIMEOUT_S", \.headerTimeout, "seconds a request's head may take from its first byte (slow clients are cut off)"),
             .int("PUSH_INGEST_MAX_CONNECTIONS", \.maxConnections, in: 1...1_000_000, "connections served at once; more wait in the backlog"),
             .text(
                 "PUSH_INGEST_TRUSTED_PROXIES", \.trustedProxies,

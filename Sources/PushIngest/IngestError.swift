@@ -186,4 +186,9 @@ public struct IngestError: Error, Sendable, Equatable, CustomStringConvertible {
         }
         return result + "\""
     }
+
+    /// Why a new Live Activity slot was refused on a device at its cap.
+    static func slotCapMessage(_ cap: Int) -> String {
+        "holds \(cap) Live Activity slots and recent slot deletions, the app's cap (ingest.max_activity_slots); delete ended activities' tokens first"
+    }
 }

@@ -117,7 +117,9 @@ public struct RegistrationQueueConsumer: Service {
                 logger.debug("unregistered", metadata: ["push.removed": "\(removed)"])
             case .upsertActivityToken(let app, let device, let registration):
                 let result = try await registry.upsertActivityToken(
-                    app: app.bundleID, device: device, registration: registration, defaultEnvironment: app.environment, now: at)
+                    app: app.bundleID, device: device, registration: registration, defaultEnvironment: app.environment, now: at,
+                    maxSlots: app.ingest.maxActivitySlots)
+                if let cap = result.refusedAtCap { return .deadLetter(reason: "device: \(IngestError.slotCapMessage(cap))") }
                 if result.applied {
                     logger.debug(
                         "Live Activity token registered", metadata: ["push.slot": "\(registration.slot.field)", "push.created": "\(result.created)"])

@@ -1,26 +1,30 @@
 import Foundation
 public import Logging
 public import PushCore
+public import PushServiceKit
 public import ServiceLifecycle
 
-/// Warns before a certificate stops working: at start and every ``interval`` after, each
-/// certificate-auth app's certificate is read again (``CredentialReport``), its days left go to
-/// `push_credential_expiry_days{app,environment}`, and from ``CredentialReport/warningDays`` out a
-/// warning is logged (an error once it expired or cannot be loaded). Token-auth apps have nothing
-/// that expires and are skipped. The files are read again each time, so a certificate replaced on
-/// disk is seen without a restart (push-send itself loads it on its next connection).
+/// Warns before a certificate stops working: at start and every ``interval`` after, each app's
+/// credential files are read again (``CredentialReport``) and summarized in Redis for the console
+/// (``PushServiceKit/CredentialSummaries``, so the console needs no key of its own). For
+/// certificate-auth apps the days left go to `push_credential_expiry_days{app,environment}`, and
+/// from ``CredentialReport/warningDays`` out a warning is logged (an error once it expired or cannot
+/// be loaded); token-auth keys do not expire. The files are read again each time, so a certificate
+/// replaced on disk is seen without a restart (push-send itself loads it on its next connection).
 public struct CredentialExpiryWatch: Service {
     let apps: [AppConfiguration]
     let interval: Duration
     let metrics: SendMetrics
     let logger: Logger
     let now: @Sendable () -> Int64
+    let summaries: CredentialSummaries?
 
     init(
-        apps: AppsFile, interval: Duration = .seconds(3600), metrics: SendMetrics = SendMetrics(), logger: Logger,
-        now: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970) }
+        apps: AppsFile, interval: Duration = .seconds(3600), metrics: SendMetrics = SendMetrics(), summaries: CredentialSummaries? = nil,
+        logger: Logger, now: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970) }
     ) {
         self.apps = apps.bundleIDs.compactMap { apps.app(bundleID: $0) }
+        self.summaries = summaries
         self.interval = interval
         self.metrics = metrics
         self.logger = logger
@@ -28,28 +32,30 @@ public struct CredentialExpiryWatch: Service {
     }
 
     public func run() async throws {
-        // A service group ends when one of its services returns: with nothing to watch, wait.
-        guard apps.contains(where: { if case .token = $0.apns { false } else { true } }) else {
-            try? await gracefulShutdown()
-            return
-        }
         try? await cancelWhenGracefulShutdown {
             while !Task.isCancelled {
-                _ = self.check()
+                let reports = self.check()
+                if let summaries = self.summaries {
+                    do {
+                        try await summaries.write(reports.map { $0.summary(checkedAt: self.now() * 1000) })
+                    } catch {
+                        self.logger.warning("could not write the credential summaries for the console", metadata: ["push.error": "\(error)"])
+                    }
+                }
                 try? await Task.sleep(for: self.interval)
             }
         }
     }
 
-    /// One round: every certificate app's report, recorded and logged.
+    /// One round: every app's report; certificate apps' recorded and logged.
     @discardableResult
     func check() -> [CredentialReport] {
         let at = now()
         var reports: [CredentialReport] = []
         for app in apps {
-            if case .token = app.apns { continue }
             let report = CredentialReport.inspect(app, now: at)
             reports.append(report)
+            if case .token = app.apns { continue }
             var metadata: Logger.Metadata = ["push.app": "\(app.bundleID)", "push.environment": "\(app.environment.rawValue)"]
             if let days = report.daysLeft(now: at) {
                 metrics.credentialExpiry(app: app.bundleID, environment: app.environment.rawValue, days: days)

@@ -2,6 +2,7 @@ public import APNs
 import Foundation
 internal import HTTP2Transport
 public import PushCore
+public import PushServiceKit
 
 /// One app's APNs credentials as an operator needs to see them before they fail: what kind they
 /// are, whom they name, when they expire, and what is wrong with them.
@@ -40,6 +41,13 @@ public struct CredentialReport: Sendable, Equatable {
     }
 
     public var isUsable: Bool { problems.isEmpty }
+
+    /// What the console shows of it (``PushServiceKit/CredentialSummaries``).
+    public func summary(checkedAt: Int64) -> CredentialSummary {
+        CredentialSummary(
+            app: app, kind: kind.rawValue, environment: environment.rawValue, expiresAt: expiresAt, problems: problems, warnings: warnings,
+            checkedAt: checkedAt)
+    }
 
     /// Reads `app`'s credential files and judges them at `now` (seconds since 1970).
     public static func inspect(_ app: AppConfiguration, now: Int64) -> CredentialReport {

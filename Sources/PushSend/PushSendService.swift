@@ -50,7 +50,7 @@ public struct PushSendService: Sendable {
         )
         consumer = SendBatchConsumer(
             amqp: amqp, processor: processor, queues: queues, configuration: send, crashGuard: crashGuard, logger: logger)
-        expiryWatch = CredentialExpiryWatch(apps: apps, logger: logger)
+        expiryWatch = CredentialExpiryWatch(apps: apps, summaries: CredentialSummaries(redis: redis, keyPrefix: keyPrefix), logger: logger)
     }
 
     /// The services to run after the broker connection and Redis: the pool, the consumer, and the

@@ -127,7 +127,7 @@ public struct PushServiceRuntime: Sendable {
         let redis = self.redis
         let gauges = DependencyGauges([.init("rabbitmq") { amqp.isConnected }, .init("redis") { redis.isConnected }])
         try await runService(
-            services: [amqp, redis, gauges] + services,
+            services: [amqp, redis, gauges, RedisMemoryGauge(redis: redis)] + services,
             adminServer: adminServer,
             shutdownTimeout: configuration.shutdownTimeout,
             logger: logger

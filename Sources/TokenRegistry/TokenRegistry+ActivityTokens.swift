@@ -33,8 +33,11 @@ extension TokenRegistry {
     /// - Parameters:
     ///   - defaultEnvironment: the app's, when neither the registration nor the device names one.
     ///   - now: when the registration happened (ms since 1970).
+    ///   - maxSlots: the most slots (and recent slot deletions) one device may hold; a new slot beyond
+    ///     them is refused (``ActivityTokenUpserted/refusedAtCap``).
     public func upsertActivityToken(
-        app: String, device: DeviceToken, registration: ActivityTokenRegistration, defaultEnvironment: AppConfiguration.Environment, now: Int64
+        app: String, device: DeviceToken, registration: ActivityTokenRegistration, defaultEnvironment: AppConfiguration.Environment, now: Int64,
+        maxSlots: Int = AppConfiguration.Ingest.defaultMaxActivitySlots
     ) async throws(RegistryError) -> ActivityTokenUpserted {
         let slot = registration.slot
         var activityID = ""
@@ -45,6 +48,7 @@ extension TokenRegistry {
                 keys.base, registration.pushToken.hex, String(now), slot.field, slot.kind, registration.attributesType ?? "", activityID,
                 registration.user ?? "", registration.locale ?? "", registration.environment?.rawValue ?? "", defaultEnvironment.rawValue,
                 registration.expiresAt.map(String.init) ?? "", device.hex, String(Self.tombstoneLifetime.components.seconds * 1000),
+                String(max(1, maxSlots)),
             ]
             let recordKey = keys.activityRecord(registration.pushToken)
             return try await runActivityScript(
@@ -59,9 +63,10 @@ extension TokenRegistry {
         let record = ActivityTokenRecord(
             app: app, device: device, slot: slot, pushToken: registration.pushToken, attributesType: registration.attributesType,
             user: elements[2].string.flatMap { $0.isEmpty ? nil : $0 }, locale: elements[3].string.flatMap { $0.isEmpty ? nil : $0 },
-            environment: environment, registeredAt: outcome == 2 && registeredAt == 0 ? now : registeredAt, updatedAt: now,
+            environment: environment, registeredAt: outcome == 4 || (outcome == 2 && registeredAt == 0) ? now : registeredAt, updatedAt: now,
             expiresAt: registration.expiresAt)
-        return ActivityTokenUpserted(created: outcome == 1, applied: outcome != 2, record: record)
+        return ActivityTokenUpserted(
+            created: outcome == 1, applied: outcome < 2, refusedAtCap: outcome == 4 ? Int(registeredAt) : nil, record: record)
     }
 
     /// Removes the token in `device`'s `slot` (record and set memberships) unless it was registered
@@ -226,10 +231,11 @@ extension TokenRegistry {
     /// Upsert of an activity token. `KEYS[1]` its record, `KEYS[2]` the device's slots, `KEYS[3]` the
     /// device's record (`KEYS[4]` the layout hash, in the single-tag layout); `ARGV`: base, token, now (ms), slot field, kind, attributes type, activity id,
     /// user, locale, environment (each `""` when not given), the app's environment, expires at (ms or
-    /// `""`), the device's hex, the tombstones' lifetime (ms).
+    /// `""`), the device's hex, the tombstones' lifetime (ms), the most slots a device may hold.
     ///
     /// Returns `{2, registered_at, …}` with nothing changed when the slot's token, the token's own
-    /// record or a deletion (tombstone) is newer; else `{created (1/0), registered_at, user, locale,
+    /// record or a deletion (tombstone) is newer; `{4, cap, …}` when the slot is new and the device
+    /// holds `cap` slots and deletion marks; else `{created (1/0), registered_at, user, locale,
     /// environment}` as stored.
     static let upsertActivityTokenScript = RedisScript(
         layoutFenceLua + removeActivityTokenLua + """
@@ -248,22 +254,33 @@ extension TokenRegistry {
             if slot_deleted and slot_deleted >= at then return {2, 0, '', '', default_env} end
             local stored = redis.call('HMGET', record, 'updated_at', 'registered_at')
             if stored[1] and tonumber(stored[1]) and tonumber(stored[1]) > at then return {2, tonumber(stored[2]) or 0, '', '', default_env} end
+            -- Slots whose token has expired, and slot deletions older than the tombstones' lifetime,
+            -- are forgotten, so the device's hash stays small.
+            local function forget_lapsed()
+              local held = redis.call('HGETALL', slots)
+              for i = 1, #held, 2 do
+                if string.sub(held[i], 1, 4) == 'del:' then
+                  if tonumber(held[i + 1]) and tonumber(held[i + 1]) < at - tonumber(ARGV[14]) then redis.call('HDEL', slots, held[i]) end
+                elseif held[i] ~= slot and redis.call('EXISTS', base .. 'activity-token:' .. held[i + 1]) == 0 then
+                  redis.call('HDEL', slots, held[i])
+                end
+              end
+            end
+            -- A new slot on a device at the cap is refused before anything is read in full: the
+            -- hash (slots and deletion marks) never grows past the cap, so every script that reads
+            -- it whole stays bounded.
+            local cap = tonumber(ARGV[15])
+            if redis.call('HEXISTS', slots, slot) == 0 and redis.call('HLEN', slots) >= cap then
+              if redis.call('HLEN', slots) <= cap then forget_lapsed() end
+              if redis.call('HLEN', slots) >= cap then return {4, cap, '', '', default_env} end
+            end
             local previous = redis.call('HGET', slots, slot)
             if previous and previous ~= token then
               local previous_at = tonumber(redis.call('HGET', base .. 'activity-token:' .. previous, 'updated_at'))
               if previous_at and previous_at > at then return {2, 0, '', '', default_env} end
               remove_activity_token(base, previous)
             end
-            -- Slots whose token has expired, and slot deletions older than the tombstones' lifetime,
-            -- are forgotten, so the device's hash stays small.
-            local held = redis.call('HGETALL', slots)
-            for i = 1, #held, 2 do
-              if string.sub(held[i], 1, 4) == 'del:' then
-                if tonumber(held[i + 1]) and tonumber(held[i + 1]) < at - tonumber(ARGV[14]) then redis.call('HDEL', slots, held[i]) end
-              elseif held[i] ~= slot and redis.call('EXISTS', base .. 'activity-token:' .. held[i + 1]) == 0 then
-                redis.call('HDEL', slots, held[i])
-              end
-            end
+            forget_lapsed()
             local registered_at = now
             local existed = redis.call('EXISTS', record) == 1
             if existed then
@@ -335,8 +352,11 @@ extension TokenRegistry {
 public struct ActivityTokenUpserted: Sendable, Equatable {
     /// The slot held no record of this token before.
     public let created: Bool
-    /// False when newer news of the slot or token was already stored: nothing changed.
+    /// False when newer news of the slot or token was already stored, or the device is at its cap:
+    /// nothing changed.
     public let applied: Bool
+    /// The cap, when the slot was new and the device held that many slots already: nothing changed.
+    public let refusedAtCap: Int?
     public let record: ActivityTokenRecord
 }
 

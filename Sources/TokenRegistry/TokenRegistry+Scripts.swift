@@ -50,8 +50,12 @@ extension TokenRegistry {
         """
 
     /// Upsert. `ARGV[3]` = when the registration happened (ms), `ARGV[4]` = the new user or `""` for
-    /// none, `ARGV[5]` = the new topics as a JSON array, `ARGV[6…]` = the other hash fields as
-    /// field/value pairs.
+    /// none, `ARGV[5]` = the new topics as a JSON array, `ARGV[6]` = a one-time claim or `""`,
+    /// `ARGV[7]` = its lifetime (ms), `ARGV[8…]` = the other hash fields as field/value pairs.
+    ///
+    /// A claim (a legacy credential) is recorded as `<base>once:<claim>` in the same write, so a
+    /// registration refused before it (rate limit, Redis down) leaves the credential unused; a claim
+    /// made already returns `{3, 0}` with nothing changed.
     ///
     /// Applied only if it is not older than what is stored: a record updated later (`updated_at` >
     /// the event), or a deletion at or after the event (the tombstone `<base>gone:<token>`), wins and
@@ -65,6 +69,8 @@ extension TokenRegistry {
             if layout_moved(KEYS[3]) then \(layoutRefusal) end
             local record, all = KEYS[1], KEYS[2]
             local base, token, now, user, topics_json = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+            local claim, claim_ms = ARGV[6], ARGV[7]
+            if claim ~= '' and not redis.call('SET', base .. 'once:' .. claim, '1', 'NX', 'PX', claim_ms) then return {3, 0} end
             local at = tonumber(now)
             local gone = base .. 'gone:' .. token
             local deleted_at = tonumber(redis.call('GET', gone))
@@ -87,7 +93,7 @@ extension TokenRegistry {
             end
             if deleted_at then redis.call('DEL', gone) end
             local fields = {'registered_at', registered_at, 'updated_at', now, 'topics', topics_json}
-            for i = 6, #ARGV do fields[#fields + 1] = ARGV[i] end
+            for i = 8, #ARGV do fields[#fields + 1] = ARGV[i] end
             redis.call('HSET', record, unpack(fields))
             redis.call('SADD', all, token)
             if user ~= '' then redis.call('SADD', base .. 'user:' .. user, token) end

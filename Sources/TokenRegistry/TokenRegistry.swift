@@ -63,16 +63,26 @@ public struct TokenRegistry: Sendable {
     ///   - now: when the registration happened (ms since 1970): the HTTP request's receipt or the
     ///     producer's `registered_at`; becomes `updated_at`, and `registered_at` when the token is new.
     /// - Returns: whether it was applied and the token new, and the record as it would be stored.
+    ///
+    /// - Parameter claim: recorded once with the write (a legacy credential, for its lifetime); when it
+    ///   was recorded before, nothing is written and the answer says ``Upserted/claimedBefore``.
     public func upsert(
         app: String,
         token: DeviceToken,
         registration: DeviceRegistration,
         defaultEnvironment: AppConfiguration.Environment,
-        now: Int64
+        now: Int64,
+        claim: (name: String, lifetime: Duration)? = nil
     ) async throws(RegistryError) -> Upserted {
         let environment = registration.environment ?? defaultEnvironment
+        let claimMilliseconds = claim.map {
+            max(1, $0.lifetime.components.seconds * 1000 + $0.lifetime.components.attoseconds / 1_000_000_000_000_000)
+        }
         let reply = try await writing(app: app, device: token) { keys, fence throws(RegistryError) in
-            var args = [keys.base, token.hex, String(now), registration.user ?? "", RecordHash.topicsJSON(registration.topics)]
+            var args = [
+                keys.base, token.hex, String(now), registration.user ?? "", RecordHash.topicsJSON(registration.topics), claim?.name ?? "",
+                String(claimMilliseconds ?? 0),
+            ]
             for (field, value) in RecordHash.fields(for: registration, environment: environment) {
                 args.append(field)
                 args.append(value)
@@ -96,18 +106,21 @@ public struct TokenRegistry: Sendable {
             topics: registration.topics,
             device: registration.device,
             settings: registration.settings,
-            registeredAt: outcome == 2 && registeredAt == 0 ? now : registeredAt,
+            registeredAt: outcome >= 2 && registeredAt == 0 ? now : registeredAt,
             updatedAt: now
         )
-        return Upserted(created: outcome == 1, applied: outcome != 2, record: record)
+        return Upserted(created: outcome == 1, applied: outcome < 2, claimedBefore: outcome == 3, record: record)
     }
 
     /// What an upsert did.
     public struct Upserted: Sendable, Equatable {
         /// The token had no record (and now has one).
         public let created: Bool
-        /// False when a newer registration or deletion was already stored: nothing changed.
+        /// False when a newer registration or deletion was already stored, or the claim was made
+        /// before: nothing changed.
         public let applied: Bool
+        /// The claim given was recorded before (a replayed credential): nothing changed.
+        public let claimedBefore: Bool
         /// The record as this registration stores it (as it would have, when not applied).
         public let record: DeviceRecord
     }
@@ -128,23 +141,6 @@ public struct TokenRegistry: Sendable {
         }
         guard let removed = reply.integer else { throw RegistryError.unexpectedReply(reply, during: "delete of token \(token.redacted)") }
         return removed == 1
-    }
-
-    /// Records `name` for `app` for `lifetime` unless it is recorded already: true the first time.
-    /// push-ingest claims each legacy credential once, so a captured request cannot be replayed.
-    ///
-    /// Key: `{prefix}:once:{<app>:<name>}`, a hash tag of its own, so claims spread over a cluster.
-    public func claimOnce(_ name: String, app: String, lifetime: Duration) async throws(RegistryError) -> Bool {
-        let key = "\(keyPrefix):once:{\(app):\(name)}"
-        let milliseconds = max(1, lifetime.components.seconds * 1000 + lifetime.components.attoseconds / 1_000_000_000_000_000)
-        let reply: RedisReply
-        do {
-            reply = try await redis.execute("SET", key, "1", "NX", "PX", String(milliseconds))
-        } catch {
-            throw RegistryError.redis(error, during: "claim of \(keyPrefix):once:{\(app):…}", key: key)
-        }
-        if let message = reply.errorMessage { throw RegistryError.unexpectedReply(reply, during: "claim (\(message))") }
-        return reply.string == "OK"
     }
 
     /// When `token` was last deleted (ms since 1970), while the deletion is remembered.
@@ -222,6 +218,21 @@ public struct TokenRegistry: Sendable {
             if let record = try RecordHash.record(app: app, token: token, key: recordKey, reply: reply) { return record }
         }
         return nil
+    }
+
+    /// Whether `token` has a record (one `EXISTS` a layout; cheaper than ``record(app:token:)``).
+    public func isRegistered(app: String, token: DeviceToken) async throws(RegistryError) -> Bool {
+        for layout in try await layouts.state(app: app).readOrder {
+            let recordKey = layout.keys(prefix: keyPrefix, app: app, device: token).record(token)
+            let reply: RedisReply
+            do {
+                reply = try await redis.execute("EXISTS", recordKey)
+            } catch {
+                throw RegistryError.redis(error, during: "lookup of token \(token.redacted)", key: recordKey)
+            }
+            if reply.integer == 1 { return true }
+        }
+        return false
     }
 
     /// `user`'s tokens, streamed in batches over every shard (see ``TokenBatches``).

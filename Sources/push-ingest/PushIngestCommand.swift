@@ -22,7 +22,7 @@ struct PushIngestCommand: AsyncParsableCommand {
         let reader = try await PushConfigurationReader.load()
         reader.warnAboutUnknownKeys(known: PushConfiguration.keys.union(IngestConfiguration.keys), logger: runtime.logger)
         let ingest = try IngestConfiguration(reader: reader)
-        let apps = try runtime.configuration.loadAppsFile()
+        let apps = try runtime.configuration.loadAppsFile(readIngestSecrets: true)
         let services = buildPushIngest(
             ServiceDependencies(runtime), configuration: runtime.configuration, ingest: ingest, apps: apps, readiness: runtime.readinessChecks
         )

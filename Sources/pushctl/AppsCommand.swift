@@ -40,7 +40,7 @@ extension PushctlCommand {
                 let path = appsFile ?? ProcessInfo.processInfo.environment["PUSH_APPS_FILE"] ?? "config/apps.json"
                 let file: AppsFile
                 do {
-                    file = try AppsFile.load(path: path)
+                    file = try AppsFile.load(path: path, readIngestSecrets: true)
                 } catch {
                     FileHandle.standardError.write(Data("pushctl apps check: \(error)\n".utf8))
                     throw ExitCode(2)

@@ -348,8 +348,19 @@ import TokenRegistry
             let queues = try #require(status.json["queues"] as? [[String: Any]])
             #expect(queues.first { $0["name"] as? String == harness.names.requests.name }?["ready"] as? Int == 1)
             let apps = try #require(status.json["apps"] as? [[String: Any]])
+            #expect(apps.first?["app"] as? String == harness.app)
             #expect(
-                apps.first?["app"] as? String == harness.app && !((apps.first?["problems"] as? [String]) ?? []).isEmpty, "the key file is missing")
+                ((apps.first?["warnings"] as? [String]) ?? []).contains { $0.contains("push-send has not reported") },
+                "the console reads no key file; without push-send's summary it says so: \(apps)")
+            // push-send's summary (written as its credential watch does) is what the page shows.
+            try await CredentialSummaries(redis: harness.redis, keyPrefix: harness.backend.reports.keyPrefix).write([
+                CredentialSummary(
+                    app: harness.app, kind: "certificate", environment: "production", expiresAt: Int64(Date().timeIntervalSince1970) + 20 * 86_400,
+                    problems: [], warnings: ["expires in 20 days"], checkedAt: 0)
+            ])
+            let reported = try #require(try await harness.api(.get, "/api/v1/status").json["apps"] as? [[String: Any]])
+            #expect(reported.first?["auth"] as? String == "certificate" && (reported.first?["warnings"] as? [String]) == ["expires in 20 days"])
+            #expect(((reported.first?["expires_in_days"] as? Double) ?? 0) > 19.5, "\(reported)")
         }
     }
 

@@ -256,13 +256,31 @@ struct AppsFileTests {
             name: "hmac-sha256 without secret",
             json: #""ingest": {"credential": "hmac-sha256"}"#,
             code: .missingField,
-            message: #"apps["com.example.game"].ingest.secret: is required when credential is "hmac-sha256""#
+            message: #"apps["com.example.game"].ingest.secret: is required when credential is "hmac-sha256" (or secret_file: a file holding it)"#
         ),
         BadFile(
             name: "hmac-sha256 with empty secret",
             json: #""ingest": {"credential": "hmac-sha256", "secret": ""}"#,
             code: .missingField,
-            message: #"apps["com.example.game"].ingest.secret: is required when credential is "hmac-sha256""#
+            message: #"apps["com.example.game"].ingest.secret: is required when credential is "hmac-sha256" (or secret_file: a file holding it)"#
+        ),
+        BadFile(
+            name: "secret and secret_file",
+            json: #""ingest": {"credential": "hmac-sha256", "secret": "s", "secret_file": "keys/s"}"#,
+            code: .invalidValue,
+            message: #"apps["com.example.game"].ingest.secret_file: use either secret or secret_file, not both"#
+        ),
+        BadFile(
+            name: "no Live Activity slots",
+            json: #""ingest": {"max_activity_slots": 0}"#,
+            code: .invalidValue,
+            message: #"apps["com.example.game"].ingest.max_activity_slots: must be 1–10000, got 0"#
+        ),
+        BadFile(
+            name: "a negative new-token budget",
+            json: #""ingest": {"new_tokens_per_minute": -1}"#,
+            code: .invalidValue,
+            message: #"apps["com.example.game"].ingest.new_tokens_per_minute: must be 0–100000000 (0 = no budget), got -1"#
         ),
         BadFile(
             name: "timestamp window zero",
@@ -368,7 +386,7 @@ struct AppsFileTests {
             json: #""ingest": {"apikeys": []}"#,
             code: .unknownField,
             message:
-                #"apps["com.example.game"].ingest.apikeys: unknown field (allowed here: api_keys, credential, secret, timestamp_window_s, push_token)"#
+                #"apps["com.example.game"].ingest.apikeys: unknown field (allowed here: api_keys, credential, secret, secret_file, timestamp_window_s, push_token, max_activity_slots, new_tokens_per_minute)"#
         ),
         BadFile(
             name: "unknown rate limit field",
@@ -604,7 +622,8 @@ struct AppsFileTests {
         let app = try #require(file.app(bundleID: "com.example.game"))
         #expect(app.apns == .token(.init(keyFile: "config/keys/AuthKey_DEVKEY0001.p8", keyID: "DEVKEY0001", teamID: "DEVTEAM001")))
         #expect(app.ingest.apiKeys == ["dev-ingest-key"])
-        #expect(app.ingest.credential == .md5)
+        #expect(app.ingest.credential == .hmacSHA256, "md5 needs no secret: the example does not ship it")
+        #expect(app.ingest.secretFile == "config/keys/ingest-secret", "the secret is made by make run, never committed")
         #expect(file.appForLegacyRegistration(appName: nil)?.bundleID == "com.example.game")
     }
 }

@@ -144,6 +144,34 @@ import TokenRegistry
         await harness.cleanUp()
     }
 
+    /// The credential is claimed in the registry's write: a signed request refused before it (here
+    /// the per-client limit, 429) leaves the credential unused, and the client's identical retry
+    /// registers once the limit allows; a replay after that is still refused.
+    @Test func aSignedRequestRefusedByTheRateLimitCanBeRetriedAsItIs() async throws {
+        let harness = try await HTTPIngestHarness.make(ingest: IngestConfiguration(ratePerClient: 1, ratePerApp: 0))
+        try await harness.run { client async throws in
+            // Spend the client's allowance.
+            var status = 200
+            for _ in 0..<5 where status != 429 {
+                status = Int(try await client.put(Self.game, TestTokens.random(), json: "{}").status.code)
+            }
+            #expect(status == 429)
+            let token = TestTokens.random()
+            let url = Self.signed(LegacyRegistrationURL(deviceToken: token), mode: .md5)
+            let limited = try await client.get(url.path)
+            #expect(limited.status == .tooManyRequests && limited.json["ret"] as? Int == 5, "\(limited.text)")
+            #expect(try await harness.record(Self.game, token) == nil)
+            try await Task.sleep(for: .milliseconds(1100))
+            let retried = try await client.get(url.path)
+            #expect(retried.status == .ok, "the identical retry registers: \(retried.text)")
+            #expect(try await harness.record(Self.game, token) != nil)
+            try await Task.sleep(for: .milliseconds(1100))
+            let replay = try await client.get(url.path)
+            #expect(replay.status == .forbidden && replay.json["ret"] as? Int == 2, "\(replay.text)")
+        }
+        await harness.cleanUp()
+    }
+
     @Test func aWrongCredentialIsRet2AndWritesNothing() async throws {
         let harness = try await HTTPIngestHarness.make()
         let token = TestTokens.random()

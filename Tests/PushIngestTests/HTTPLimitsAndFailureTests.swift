@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
+import PushCore
 import PushIngest
 import PushServiceKit
 import TestSupport
@@ -98,6 +99,71 @@ import Testing
             // Another app has its own allowance.
             let shop = try await client.put(HTTPIngestHarness.shop, TestTokens.random(), json: "{}", key: HTTPIngestHarness.shopKey)
             #expect(shop.status == .created)
+        }
+        await harness.cleanUp()
+    }
+
+    /// New tokens have a budget a minute per app (apps file) and per client address: made-up tokens
+    /// with the app's key are refused (429, naming the budget) once it is spent, while tokens the
+    /// registry holds still update.
+    @Test func newTokensHaveABudgetPerAppAndPerClient() async throws {
+        let apps = HTTPIngestHarness.standardApps.map { app in
+            var app = app
+            if app.bundleID == Self.game { app.ingest.newTokensPerMinute = 20 }
+            return app
+        }
+        let harness = try await HTTPIngestHarness.make(
+            apps: apps, ingest: IngestConfiguration(ratePerClient: 0, ratePerApp: 0, newTokensPerClientPerMinute: 30))
+        try await harness.run { client async throws in
+            var accepted = 0
+            var refusal: TestResponse?
+            let known = TestTokens.random()
+            #expect(try await client.put(Self.game, known, json: "{}").status == .created)
+            accepted += 1
+            for _ in 0..<40 {
+                let response = try await client.put(Self.game, TestTokens.random(), json: "{}")
+                if response.status == .created {
+                    accepted += 1
+                } else {
+                    refusal = response
+                    break
+                }
+            }
+            print("new-token budget of 20 a minute: \(accepted) new tokens accepted before the first refusal")
+            #expect(accepted == 20, "the app's budget")
+            let refused = try #require(refusal)
+            #expect(refused.status == .tooManyRequests && refused.headers[.retryAfter] != nil)
+            #expect((refused.json["message"] as? String ?? "").contains("ingest.new_tokens_per_minute"), "\(refused.text)")
+            #expect(try await client.put(Self.game, known, json: #"{"user": "alice"}"#).status == .ok, "a known token still updates")
+            // The client's own budget (30) over two apps: 20 spent above, 10 more for the shop.
+            var shopAccepted = 0
+            for _ in 0..<15
+            where try await client.put(HTTPIngestHarness.shop, TestTokens.random(), json: "{}", key: HTTPIngestHarness.shopKey).status
+                == .created
+            {
+                shopAccepted += 1
+            }
+            #expect(shopAccepted == 10, "the client address's budget: \(shopAccepted)")
+        }
+        await harness.cleanUp()
+    }
+
+    /// A request head sent a byte at a time is cut off at the header deadline (counted from its first
+    /// byte), while a connection that sends nothing stays open as keep-alive connections do and a
+    /// normal request on it is answered.
+    @Test func aSlowRequestHeadIsCutOffAtTheHeaderDeadline() async throws {
+        var ingest = IngestConfiguration()
+        ingest.headerTimeout = .seconds(1)
+        let harness = try await HTTPIngestHarness.make(ingest: ingest)
+        try await harness.run { client async throws in
+            let port = client.port
+            let head = "GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Slow: " + String(repeating: "a", count: 200) + "\r\n\r\n"
+            let cutOff = try await slowRequestHead(port: port, head, interval: .milliseconds(100), bound: .seconds(6))
+            let open = try #require(cutOff, "the server kept the slow connection open for 6 s")
+            #expect(open >= .milliseconds(900) && open < .seconds(3), "closed after \(open)")
+            // Quiet for 2 s (beyond the header deadline), then a whole request: answered.
+            let late = try await delayedHTTPExchange(port: port, after: .seconds(2), "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            #expect(late.hasPrefix("HTTP/1.1 200"), "\(late)")
         }
         await harness.cleanUp()
     }

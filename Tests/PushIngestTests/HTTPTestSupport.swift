@@ -275,6 +275,85 @@ func rawHTTPExchange(port: Int, _ request: String, timeout: Duration) async thro
     }
 }
 
+/// Sends `request` to 127.0.0.1:`port` one byte every `interval`, as a slow client (slowloris)
+/// would, until the server closes the connection or `bound` passes; how long the server kept it open
+/// (nil: still open at `bound`).
+func slowRequestHead(port: Int, _ request: String, interval: Duration, bound: Duration) async throws -> Duration? {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread {
+            let start = ContinuousClock.now
+            let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            guard descriptor >= 0 else {
+                continuation.resume(throwing: ChildProcessError("socket() failed: errno \(errno)"))
+                return
+            }
+            defer { close(descriptor) }
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            address.sin_port = in_port_t(UInt16(port).bigEndian)
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard connected == 0 else {
+                continuation.resume(throwing: ChildProcessError("connect() to port \(port) failed: errno \(errno)"))
+                return
+            }
+            var pollTimeout = timeval(tv_sec: 0, tv_usec: 1000)
+            setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &pollTimeout, socklen_t(MemoryLayout<timeval>.size))
+            let bytes = Array(request.utf8)
+            var index = 0
+            var buffer = [UInt8](repeating: 0, count: 256)
+            while ContinuousClock.now - start < bound {
+                if index < bytes.count {
+                    let result = withUnsafeBytes(of: bytes[index]) { send(descriptor, $0.baseAddress, 1, Int32(MSG_NOSIGNAL)) }
+                    if result <= 0 { break }
+                    index += 1
+                }
+                // A closed connection reads as 0 bytes (or fails); no answer is expected before the head ends.
+                let count = recv(descriptor, &buffer, buffer.count, 0)
+                if count == 0 || (count < 0 && errno != EAGAIN && errno != EWOULDBLOCK) { break }
+                Thread.sleep(forTimeInterval: Double(interval.components.attoseconds) / 1e18 + Double(interval.components.seconds))
+            }
+            let elapsed = ContinuousClock.now - start
+            continuation.resume(returning: elapsed < bound ? elapsed : nil)
+        }.start()
+    }
+}
+
+/// Connects to 127.0.0.1:`port`, sends nothing for `after`, then `request`; the answer (within 5 s).
+func delayedHTTPExchange(port: Int, after: Duration, _ request: String) async throws -> String {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread {
+            let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            guard descriptor >= 0 else {
+                continuation.resume(throwing: ChildProcessError("socket() failed: errno \(errno)"))
+                return
+            }
+            defer { close(descriptor) }
+            var timeout = timeval(tv_sec: 5, tv_usec: 0)
+            setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            address.sin_port = in_port_t(UInt16(port).bigEndian)
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard connected == 0 else {
+                continuation.resume(throwing: ChildProcessError("connect() to port \(port) failed: errno \(errno)"))
+                return
+            }
+            Thread.sleep(forTimeInterval: Double(after.components.seconds) + Double(after.components.attoseconds) / 1e18)
+            let bytes = Array(request.utf8)
+            _ = bytes.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            let count = recv(descriptor, &buffer, buffer.count, 0)
+            continuation.resume(returning: count > 0 ? String(decoding: buffer[0..<count], as: UTF8.self) : "")
+        }.start()
+    }
+}
+
 private enum RawHTTPResponse {
     /// Whether `text` holds a whole response: a head and a `Content-Length` body.
     static func isComplete(_ text: String) -> Bool {

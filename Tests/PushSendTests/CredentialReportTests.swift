@@ -148,7 +148,9 @@ struct CredentialReportTests {
         #expect(broken.problems.count == 1 && broken.problems[0].hasPrefix("key_file:"), "\(broken.problems)")
     }
 
-    @Test func theWatchReportsCertificateAppsOnlyAndLogsFromThirtyDaysOut() async throws {
+    /// Every app is reported (the console shows them from Redis); only certificates expire, so only
+    /// they are logged.
+    @Test func theWatchReportsEveryAppAndLogsCertificatesFromThirtyDaysOut() async throws {
         let files = try Files()
         defer { files.remove() }
         try await files.certificate("soon", uid: "com.example.app", days: 10)
@@ -162,7 +164,7 @@ struct CredentialReportTests {
         let now = Self.now
         let watch = CredentialExpiryWatch(apps: apps, logger: logs.logger, now: { now })
         let reports = watch.check()
-        #expect(reports.map(\.app) == ["com.example.app"])
+        #expect(reports.map(\.app) == ["com.example.app", "com.example.token"])
         let warnings = logs.entries.filter { $0.level == .warning }
         #expect(warnings.count == 1 && warnings[0].message.contains(/expires in (9|10) days/), "\(logs.entries)")
         #expect(["9", "10"].contains(warnings.first?.metadata["push.days_left"]), "\(logs.entries)")

@@ -22,6 +22,42 @@ struct AppsFileLoadingTests {
         }
     }
 
+    /// `ingest.secret_file` keeps the legacy forms' HMAC secret out of the apps file: read at load,
+    /// relative to the apps file; a missing or short one is an error naming the app and field.
+    @Test func theIngestSecretIsReadFromItsFile() async throws {
+        try await withTemporaryDirectory { directory in
+            let app = #"""
+                {"apps": {"com.example.game": {"apns": {"key_file": "k.p8", "key_id": "DEVKEY0001", "team_id": "DEVTEAM001"},
+                 "ingest": {"credential": "hmac-sha256", "secret_file": "keys/ingest-secret"}}}}
+                """#
+            let path = try write(app, to: directory.appendingPathComponent("config/apps.json"))
+            var configuration = PushConfiguration(httpPort: 1)
+            configuration.appsFile = path
+            #expect(try configuration.loadAppsFile().app(bundleID: "com.example.game")?.ingest.secret == nil, "only push-ingest reads it")
+            #expect {
+                _ = try configuration.loadAppsFile(readIngestSecrets: true)
+            } throws: { error in
+                "\(error)".contains(#"apps["com.example.game"].ingest.secret_file"#) && "\(error)".contains("does not exist")
+            }
+            _ = try write("short\n", to: directory.appendingPathComponent("config/keys/ingest-secret"))
+            #expect {
+                _ = try configuration.loadAppsFile(readIngestSecrets: true)
+            } throws: { error in
+                "\(error)".contains("holds 5 characters; at least 16")
+            }
+            _ = try write(String(repeating: "ab", count: 32) + "\n", to: directory.appendingPathComponent("config/keys/ingest-secret"))
+            #expect(
+                try configuration.loadAppsFile(readIngestSecrets: true).app(bundleID: "com.example.game")?.ingest.secret
+                    == String(repeating: "ab", count: 32))
+            #expect(throws: AppsFileError.self) {
+                _ = try AppsFile(
+                    json: Data(
+                        #"{"apps": {"a.b": {"apns": {"key_file": "k.p8", "key_id": "DEVKEY0001", "team_id": "DEVTEAM001"}, "ingest": {"secret": "x", "secret_file": "y"}}}}"#
+                            .utf8))
+            }
+        }
+    }
+
     @Test func aMissingAppsFileIsNamed() throws {
         var configuration = PushConfiguration(httpPort: 1)
         configuration.appsFile = "/nonexistent/apps.json"

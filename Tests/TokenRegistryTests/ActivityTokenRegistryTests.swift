@@ -30,6 +30,61 @@ struct ActivityTokenRegistryTests {
         await redis.close()
     }
 
+    /// A device holds at most its app's cap of slots: a new slot beyond it is refused inside the
+    /// script before anything is read in full, an existing slot still takes a new token, and once a
+    /// slot is deleted (and its mark has lapsed) there is room again. With the default cap reached,
+    /// a write to the device (its user changes: every slot is read) stays quick.
+    @Test func aDeviceHoldsAtMostTheCapOfSlots() async throws {
+        try await withDevice("cap") { registry, app, device, redis in
+            let cap = 5
+            for index in 0..<cap {
+                let stored = try await registry.upsertActivityToken(
+                    app: app, device: device,
+                    registration: ActivityTokenRegistration(
+                        slot: .pushToStart(attributesType: "Type\(index)"), pushToken: RegistryTesting.token(100 + index)),
+                    defaultEnvironment: .production, now: 2_000 + Int64(index), maxSlots: cap)
+                #expect(stored.applied && stored.refusedAtCap == nil)
+            }
+            let refused = try await registry.upsertActivityToken(
+                app: app, device: device,
+                registration: ActivityTokenRegistration(slot: .pushToStart(attributesType: "OneTooMany"), pushToken: RegistryTesting.token(200)),
+                defaultEnvironment: .production, now: 3_000, maxSlots: cap)
+            #expect(refused.refusedAtCap == cap && !refused.applied)
+            #expect(try await redis.execute("HLEN", RegistryTesting.keys(app).deviceActivities(device)).integer == Int64(cap))
+            #expect(try await redis.execute("EXISTS", RegistryTesting.keys(app).activityRecord(RegistryTesting.token(200))).integer == 0)
+            let renewed = try await registry.upsertActivityToken(
+                app: app, device: device,
+                registration: ActivityTokenRegistration(slot: .pushToStart(attributesType: "Type0"), pushToken: RegistryTesting.token(300)),
+                defaultEnvironment: .production, now: 3_001, maxSlots: cap)
+            #expect(renewed.applied && renewed.refusedAtCap == nil, "an existing slot takes a new token at the cap")
+        }
+    }
+
+    @Test func aWriteToADeviceAtTheDefaultCapStaysQuick() async throws {
+        try await withDevice("cap-time") { registry, app, device, redis in
+            let cap = AppConfiguration.Ingest.defaultMaxActivitySlots
+            for index in 0..<(cap + 50) {
+                _ = try await registry.upsertActivityToken(
+                    app: app, device: device,
+                    registration: ActivityTokenRegistration(
+                        slot: .pushToStart(attributesType: "T\(index)"), pushToken: RegistryTesting.token(1_000 + index)),
+                    defaultEnvironment: .production, now: 2_000 + Int64(index))
+            }
+            #expect(try await redis.execute("HLEN", RegistryTesting.keys(app).deviceActivities(device)).integer == Int64(cap))
+            // Changing the device's user moves every slot's token to the new user's sets.
+            let start = ContinuousClock.now
+            let rounds = 20
+            for round in 0..<rounds {
+                _ = try await registry.upsert(
+                    app: app, token: device, registration: DeviceRegistration(user: "user-\(round)"), defaultEnvironment: .production,
+                    now: 10_000 + Int64(round))
+            }
+            let each = (ContinuousClock.now - start) / rounds
+            print("device write with \(cap) Live Activity slots (the cap): \(each) each (user change, every slot moved)")
+            #expect(each < .milliseconds(100), "\(each)")
+        }
+    }
+
     @Test func aPushToStartTokenTakesTheDevicesUserLocaleAndEnvironmentAndJoinsItsSets() async throws {
         try await withDevice("pts") { registry, app, device, redis in
             let keys = RegistryTesting.keys(app)

@@ -9,12 +9,21 @@
    six Redis nodes in cluster mode announcing their names, each with its own volume; a one-shot that
    creates the cluster with a replica per master over those six and that every service waits for,
    as for the three RabbitMQ nodes; every service's PUSH_AMQP_URL lists the three nodes with the .env
-   user, PUSH_AMQP_QUORUM_SIZE is 3, PUSH_REDIS_URL is redis+cluster:// over the six; no container
-   runs as root.
+   user, PUSH_AMQP_QUORUM_SIZE is 3, PUSH_REDIS_URL is redis+cluster://:REDIS_PASSWORD@ over the six;
+   no container runs as root. Redis: without REDIS_PASSWORD in .env the file does not interpolate;
+   every node runs with protected-mode yes, --requirepass and --masterauth of .env's REDIS_PASSWORD
+   (through its environment), --maxmemory with noeviction, a read-only root, no capabilities and
+   no-new-privileges; redis-cli of the healthchecks and of the creating one-shot authenticates
+   (REDISCLI_AUTH).
 2. deploy/kubernetes/cluster/: the kustomization's resources exist and parse; a RabbitmqCluster of 3;
    a Redis StatefulSet of 6 in cluster mode announcing its pods' names, behind a headless Service of
    that name, and a Job that creates the cluster from those six pods; the patch gives every push
-   Deployment PUSH_AMQP_QUORUM_SIZE=3 and matches all five (push-console included).
+   Deployment PUSH_AMQP_QUORUM_SIZE=3 and matches all five (push-console included); the base's
+   NetworkPolicies are among the resources. Redis: protected-mode yes, maxmemory below the
+   container's memory limit with noeviction (the ConfigMap), requirepass and masterauth from the
+   Secret push-redis (key password) on the command line, REDISCLI_AUTH from it for the probes and the
+   Job; a NetworkPolicy selects the nodes and (evaluated) admits the push services and the nodes on
+   6379, only the nodes on 16379, and no other pod.
 
 Prints one line per check and `cluster-deploy: N passed, N failed`; exits 1 when a check failed.
 """
@@ -30,6 +39,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import compose  # noqa: E402  (interpolation, .env, schema and user rules of the compose check)
+import containers  # noqa: E402  (the NetworkPolicy evaluation and Redis option parsing of the containers check)
 
 ROOT = compose.ROOT
 CLUSTER_FILE = ROOT / "docker-compose.cluster.yml"
@@ -89,6 +99,11 @@ def check_compose(report):
         report.fail("without RABBITMQ_ERLANG_COOKIE the cluster file must not interpolate")
     except compose.InterpolationError as e:
         report.check("RABBITMQ_ERLANG_COOKIE" in str(e), "without the cookie compose stops, saying: " + str(e))
+    try:
+        compose.interpolate(override, {k: v for k, v in env.items() if k != "REDIS_PASSWORD"})
+        report.fail("without REDIS_PASSWORD the cluster file must not interpolate")
+    except compose.InterpolationError as e:
+        report.check("REDIS_PASSWORD" in str(e) and "make .env" in str(e), "without REDIS_PASSWORD the cluster file stops compose, saying: " + str(e))
     doc = compose.interpolate(raw, env)
     schema = compose.json.loads(compose.SCHEMA_FILE.read_text())
     errors = list(compose.jsonschema.Draft202012Validator(schema).iter_errors(doc))
@@ -128,6 +143,30 @@ def check_compose(report):
     report.check(not bad, "six Redis nodes in cluster mode (AOF) announcing their names", "; ".join(bad))
     data = [next((str(v) for v in services.get(n, {}).get("volumes", []) if str(v).endswith(":/data")), None) for n in REDIS_NODES]
     report.check(None not in data and len(set(data)) == 6, "each Redis node has a volume of its own", f"{data}")
+    bad = []
+    for name in REDIS_NODES:
+        svc = services.get(name, {})
+        node_env = compose.service_env(svc)
+        words = containers.redis_command([w.replace("$$", "$") for w in map(str, compose.argv_of(svc))]) or []
+        options, _ = containers.redis_options(words)
+        # The shell expands "$REDIS_PASSWORD" from the node's environment, interpolated from .env.
+        expanded = {k: node_env.get(v[1:], "") if v.startswith("$") else v for k, v in options.items()}
+        problems = containers.redis_config_problems(expanded, True)
+        if expanded.get("requirepass") != env.get("REDIS_PASSWORD") or expanded.get("masterauth") != env.get("REDIS_PASSWORD"):
+            problems.append("--requirepass/--masterauth are not .env's REDIS_PASSWORD")
+        test = [str(w) for w in (svc.get("healthcheck") or {}).get("test") or []]
+        if "redis-cli" in test and node_env.get("REDISCLI_AUTH") != env.get("REDIS_PASSWORD"):
+            problems.append("its healthcheck's redis-cli has no REDISCLI_AUTH")
+        problems += compose.hardened(svc)
+        if problems:
+            bad.append(f"{name}: {', '.join(problems)}")
+    creator_env = compose.service_env(services.get("redis-cluster", {}))
+    if creator_env.get("REDISCLI_AUTH") != env.get("REDIS_PASSWORD"):
+        bad.append("redis-cluster: its redis-cli (--cluster create) has no REDISCLI_AUTH")
+    bad += [f"redis-cluster: {m}" for m in compose.hardened(services.get("redis-cluster", {}))]
+    report.check(not bad, "every Redis node: protected-mode yes, --requirepass and --masterauth of .env's REDIS_PASSWORD, --maxmemory "
+                 "with noeviction, redis-cli authenticating (healthchecks, the creating one-shot), read-only, no capabilities, no-new-privileges",
+                 "; ".join(bad))
     creator = " ".join(map(str, compose.argv_of(services.get("redis-cluster", {}))))
     report.check(
         "--cluster create" in creator and "--cluster-replicas 1" in creator
@@ -147,14 +186,18 @@ def check_compose(report):
         if svc_env.get("PUSH_AMQP_QUORUM_SIZE") != "3":
             bad.append(f"{name}: PUSH_AMQP_QUORUM_SIZE {svc_env.get('PUSH_AMQP_QUORUM_SIZE')!r}")
         redis = svc_env.get("PUSH_REDIS_URL", "")
-        seeds = redis.removeprefix("redis+cluster://").split("/")[0].split(",")
+        credentials, _, hosts = redis.removeprefix("redis+cluster://").split("/")[0].rpartition("@")
+        seeds = hosts.split(",")
         if not redis.startswith("redis+cluster://") or sorted(s.split(":")[0] for s in seeds) != sorted(REDIS_NODES):
-            bad.append(f"{name}: PUSH_REDIS_URL {redis!r}")
+            bad.append(f"{name}: PUSH_REDIS_URL names {seeds}")
+        if credentials != f":{env.get('REDIS_PASSWORD')}":
+            bad.append(f"{name}: PUSH_REDIS_URL does not carry .env's REDIS_PASSWORD (redis+cluster://:PASSWORD@…)")
         depends = compose.depends_of(services.get(name, {}))
         missing = [d for d in RABBIT_NODES + ["redis-cluster", "rabbitmq-policies"] if d not in depends]
         if missing:
             bad.append(f"{name} does not wait for {missing}")
-    report.check(not bad, "every service lists the three brokers (PUSH_AMQP_QUORUM_SIZE 3) and the six Redis nodes, and waits for both clusters",
+    report.check(not bad, "every service lists the three brokers (PUSH_AMQP_QUORUM_SIZE 3) and the six Redis nodes with the Redis password, "
+                 "and waits for both clusters",
                  "; ".join(bad))
 
 
@@ -185,6 +228,56 @@ def check_kubernetes(report):
     script = " ".join(job["spec"]["template"]["spec"]["containers"][0]["command"]) if job else ""
     report.check("--cluster create" in script and "--cluster-replicas 1" in script and "for i in 0 1 2 3 4 5" in script,
                  "a Job creates the cluster from the six pods, a replica per master")
+
+    # Redis's password, memory ceiling and network policy.
+    secret = ("push-redis", "password")
+    node = sets[0]["spec"]["template"]["spec"]["containers"][0] if sets else {}
+    settings = {}
+    for line in config.get("data", {}).get("redis.conf", "").splitlines():
+        parts = line.split(None, 1)
+        if parts and not parts[0].startswith("#"):
+            settings[parts[0].lower()] = parts[1].strip() if len(parts) > 1 else ""
+    options, _ = containers.redis_options(containers.redis_command(node.get("command") or []) or [])
+    settings.update(options)
+    problems = containers.redis_config_problems(settings, True)
+    for key in ("requirepass", "masterauth"):
+        var = settings.get(key, "").lstrip("$").strip("{}")
+        if containers.secret_env(node, var) != secret:
+            problems.append(f"{key} is not the Secret {secret[0]}'s {secret[1]}")
+    limit = containers.memory_bytes(((node.get("resources") or {}).get("limits") or {}).get("memory", "0")) or 0
+    if not 0 < (containers.memory_bytes(settings.get("maxmemory", "0")) or 0) < limit:
+        problems.append(f"maxmemory {settings.get('maxmemory')} is not below the memory limit")
+    probes = [" ".join(((node.get(p) or {}).get("exec") or {}).get("command") or []) for p in ("readinessProbe", "livenessProbe")]
+    if not all("redis-cli" in p for p in probes) or containers.secret_env(node, "REDISCLI_AUTH") != secret:
+        problems.append("the probes' redis-cli does not authenticate (REDISCLI_AUTH from the Secret)")
+    if not job or containers.secret_env(job["spec"]["template"]["spec"]["containers"][0], "REDISCLI_AUTH") != secret:
+        problems.append("the Job's redis-cli does not authenticate (REDISCLI_AUTH from the Secret)")
+    report.check(not problems, f"Redis: protected-mode {settings.get('protected-mode')}, requirepass and masterauth from the Secret "
+                 f"{secret[0]} (key {secret[1]}), maxmemory {settings.get('maxmemory')} below the {limit >> 20} MiB limit with "
+                 f"{settings.get('maxmemory-policy')}, redis-cli of the probes and the Job authenticating", "; ".join(problems))
+    policies = [d for d in documents if d.get("kind") == "NetworkPolicy"]
+    labels = sets[0]["spec"]["template"]["metadata"]["labels"] if sets else {}
+    ns = {"kubernetes.io/metadata.name": "push"}
+    bad = []
+    if not containers.networkpolicy_admits(policies, labels, (ns, {"app.kubernetes.io/name": "other"}), 6379)[1]:
+        bad.append("no NetworkPolicy selects the nodes")
+    for name in PUSH_SERVICES:
+        source = (ns, {"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "push"})
+        if not containers.networkpolicy_admits(policies, labels, source, 6379)[0]:
+            bad.append(f"{name} refused on 6379")
+        if containers.networkpolicy_admits(policies, labels, source, 16379)[0]:
+            bad.append(f"{name} admitted on 16379")
+    if not all(containers.networkpolicy_admits(policies, labels, (ns, labels), port)[0] for port in (6379, 16379)):
+        bad.append("the nodes refused on 6379 or 16379 (replication, the cluster bus)")
+    job_labels = job["spec"]["template"].get("metadata", {}).get("labels", {}) if job else {}
+    if not containers.networkpolicy_admits(policies, labels, (ns, job_labels), 6379)[0]:
+        bad.append("the creation Job refused on 6379")
+    for port in (6379, 16379):
+        if containers.networkpolicy_admits(policies, labels, (ns, {"app.kubernetes.io/name": "other"}), port)[0]:
+            bad.append(f"another pod admitted on {port}")
+    report.check(not bad, "a NetworkPolicy admits to the Redis nodes the push services and the creation Job on 6379, the nodes on 6379 and "
+                 "16379, and no other pod", "; ".join(bad))
+    report.check("../network-policies.yaml" in kustomization.get("resources", []), "the base's NetworkPolicies (../network-policies.yaml) are among its resources")
     deployments = [d for d in by_kind.get("Deployment", []) if d["metadata"].get("labels", {}).get("app.kubernetes.io/part-of") == "push"]
     patch = "\n".join(p.get("patch", "") for p in kustomization.get("patches", []))
     report.check(

@@ -410,6 +410,390 @@ def kubernetes(report, venv):
                 print(f"info  {name}: custom resources without a schema there, not validated: {', '.join(kinds)}")
 
 
+# --- Hardening of the shipped deployments (pods, Redis, NetworkPolicies) ------------------------
+
+PUSH_SERVICES = ["push-ingest", "push-render", "push-send", "push-feedback", "push-console"]
+WORKLOAD_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob")
+KUBE_README = KUBE / "README.md"
+
+
+def shipped_sets():
+    """(name, documents) for each way the manifests are applied: `kubectl apply -f deploy/kubernetes/`
+    and every overlay rendered as `kubectl apply -k` would."""
+    sets = [("deploy/kubernetes/*.yaml", [d for p in sorted(KUBE.glob("*.yaml")) for d in yaml.safe_load_all(p.read_text()) if d])]
+    for overlay in sorted(p.parent for p in KUBE.glob("*/kustomization.yaml")):
+        try:
+            sets.append((f"{overlay.relative_to(ROOT)} (rendered)", render_overlay(overlay)))
+        except (ValueError, KeyError, IndexError):
+            pass  # reported by kubernetes()
+    return sets
+
+
+def pod_spec(workload):
+    spec = workload.get("spec", {})
+    if workload["kind"] == "CronJob":
+        spec = spec.get("jobTemplate", {}).get("spec", {})
+    return spec.get("template", {}).get("spec", {}) or {}
+
+
+def pod_labels(workload):
+    spec = workload.get("spec", {})
+    if workload["kind"] == "CronJob":
+        spec = spec.get("jobTemplate", {}).get("spec", {})
+    return (spec.get("template", {}).get("metadata", {}) or {}).get("labels", {}) or {}
+
+
+def pod_security_problems(workload):
+    """What a workload's pod lacks of: runAsNonRoot and the RuntimeDefault seccomp profile (pod), and in
+    every container allowPrivilegeEscalation false, readOnlyRootFilesystem true, runAsNonRoot true,
+    capabilities drop ALL (none added); a push image container also an emptyDir at /tmp."""
+    spec = pod_spec(workload)
+    problems = []
+    pod = spec.get("securityContext") or {}
+    if pod.get("runAsNonRoot") is not True:
+        problems.append("pod runAsNonRoot")
+    if (pod.get("seccompProfile") or {}).get("type") != "RuntimeDefault":
+        problems.append("pod seccompProfile RuntimeDefault")
+    empty_dirs = {v["name"] for v in spec.get("volumes") or [] if "emptyDir" in v}
+    for container in (spec.get("initContainers") or []) + (spec.get("containers") or []):
+        ctx = container.get("securityContext") or {}
+        caps = ctx.get("capabilities") or {}
+        name = container.get("name")
+        if ctx.get("allowPrivilegeEscalation") is not False:
+            problems.append(f"{name}: allowPrivilegeEscalation false")
+        if ctx.get("readOnlyRootFilesystem") is not True:
+            problems.append(f"{name}: readOnlyRootFilesystem true")
+        if ctx.get("runAsNonRoot") is not True:
+            problems.append(f"{name}: runAsNonRoot true")
+        if "ALL" not in [str(c).upper() for c in caps.get("drop") or []] or caps.get("add"):
+            problems.append(f"{name}: capabilities drop [ALL] and add none")
+        if str(container.get("image", "")).startswith("push:") and not any(
+                m.get("mountPath") == "/tmp" and m.get("name") in empty_dirs for m in container.get("volumeMounts") or []):
+            problems.append(f"{name}: an emptyDir at /tmp (the root is read-only)")
+    return problems
+
+
+def pod_security(report):
+    """Every Deployment, StatefulSet and Job shipped (the push services, the policy import, the Redis
+    Cluster and its creation Job): the hardened securityContext of pod_security_problems."""
+    for name, documents in shipped_sets():
+        workloads = [d for d in documents if d.get("kind") in WORKLOAD_KINDS]
+        bad = [f"{w['kind']} {w['metadata']['name']}: {', '.join(p)}" for w in workloads for p in [pod_security_problems(w)] if p]
+        report.check(workloads and not bad,
+                     f"{name}: every workload ({', '.join(w['metadata']['name'] for w in workloads)}) has runAsNonRoot and seccomp "
+                     "RuntimeDefault, and containers without privilege escalation or capabilities on a read-only root (push: /tmp an emptyDir)",
+                     "; ".join(bad) or "no workload")
+
+
+def console_keys(report):
+    """push-console gets apps.json of the Secret push-apps and not the signing keys beside it, in every
+    manifest set and in the compose files (no keys volume)."""
+    for name, documents in shipped_sets():
+        consoles = [d for d in documents if d.get("kind") == "Deployment" and d["metadata"]["name"] == "push-console"]
+        bad = []
+        for console in consoles:
+            spec = pod_spec(console)
+            sources = []
+            for volume in spec.get("volumes") or []:
+                if "secret" in volume:
+                    sources.append((volume["name"], volume["secret"]))
+                for projected in (volume.get("projected") or {}).get("sources") or []:
+                    if "secret" in projected:
+                        sources.append((volume["name"], projected["secret"]))
+            for volume, secret in sources:
+                if secret.get("secretName", secret.get("name")) == "push-apps" and [
+                        (i.get("key"), i.get("path")) for i in secret.get("items") or []] != [("apps.json", "apps.json")]:
+                    bad.append(f"volume {volume} mounts push-apps with items {secret.get('items')} (not only apps.json)")
+            for container in spec.get("containers") or []:
+                for source in container.get("envFrom") or []:
+                    if (source.get("secretRef") or {}).get("name") == "push-apps":
+                        bad.append(f"{container['name']} takes push-apps as environment")
+        report.check(consoles and not bad, f"{name}: push-console mounts only apps.json of push-apps (items), not the signing keys",
+                     "; ".join(bad) or "no push-console Deployment")
+    base = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    volumes = (base["services"].get("push-console") or {}).get("volumes") or []
+    keys = [v for v in volumes if "/app/config/keys" in (v.get("target", "") if isinstance(v, dict) else str(v))
+            or (isinstance(v, str) and v.split(":")[0] == "keys")]
+    cluster = yaml.safe_load((ROOT / "docker-compose.cluster.yml").read_text())
+    keys += [v for v in (cluster["services"].get("push-console") or {}).get("volumes") or [] if "keys" in str(v)]
+    report.check("push-console" in base["services"] and not keys, "docker-compose*.yml: push-console mounts no keys volume", f"{keys}")
+
+
+def redis_options(words):
+    """`--name value` options of a redis-server command line, and the config file it names first."""
+    options, config = {}, None
+    if words and words[0].endswith("redis-server") and len(words) > 1 and not words[1].startswith("--"):
+        config = words[1]
+    for i, word in enumerate(words):
+        if word.startswith("--") and i + 1 < len(words):
+            options[word[2:].lower()] = words[i + 1]
+    return options, config
+
+
+def redis_command(argv):
+    """The redis-server words of a container's command (`sh -c "exec redis-server …"` unwrapped)."""
+    import shlex
+    words = [str(w) for w in argv or []]
+    if len(words) >= 3 and words[0] in ("sh", "/bin/sh", "bash") and words[1] in ("-c", "-ec"):
+        words = shlex.split(words[2])
+    words = [w for w in words if w != "exec"]
+    start = next((i for i, w in enumerate(words) if w.endswith("redis-server")), None)
+    return None if start is None else words[start:]
+
+
+def memory_bytes(text):
+    """A Redis size (1600mb, 1gb, 100000) or a Kubernetes quantity (2Gi, 512Mi) in bytes."""
+    m = re.fullmatch(r"(\d+)\s*([kmg]b?|[KMG]i|[KMG])?", str(text).strip())
+    if not m:
+        return None
+    unit = (m.group(2) or "")
+    factor = {"": 1, "k": 1000, "kb": 1024, "m": 1000**2, "mb": 1024**2, "g": 1000**3, "gb": 1024**3,
+              "Ki": 1024, "Mi": 1024**2, "Gi": 1024**3, "K": 1000, "M": 1000**2, "G": 1000**3}
+    return int(m.group(1)) * factor.get(unit if unit in factor else unit.lower(), 1)
+
+
+def redis_config_problems(settings, cluster_enabled):
+    problems = []
+    if settings.get("protected-mode", "").lower() != "yes":
+        problems.append(f"protected-mode {settings.get('protected-mode', 'unset (the official image turns it off)')}")
+    if not settings.get("requirepass") and not settings.get("aclfile"):
+        problems.append("no password (requirepass or aclfile)")
+    if cluster_enabled and not settings.get("masterauth"):
+        problems.append("no masterauth (a replica cannot follow a master that requires a password)")
+    if not memory_bytes(settings.get("maxmemory", "0")):
+        problems.append("no maxmemory")
+    if settings.get("maxmemory-policy") != "noeviction":
+        problems.append(f"maxmemory-policy {settings.get('maxmemory-policy', 'unset')} (not noeviction)")
+    return problems
+
+
+def secret_env(container, name):
+    """The Secret (name, key) an environment variable of a container comes from, or None."""
+    for env in container.get("env") or []:
+        if env.get("name") == name:
+            ref = (env.get("valueFrom") or {}).get("secretKeyRef")
+            return (ref["name"], ref["key"]) if ref else None
+    return None
+
+
+def redis_configs(report):
+    """Every shipped Redis: protected-mode yes, a password (from .env or a Secret, never in the file),
+    maxmemory (below the container's memory limit on Kubernetes) with noeviction, masterauth in
+    cluster mode; redis-cli in healthchecks, probes and the cluster's creation authenticates
+    (REDISCLI_AUTH)."""
+    # Compose: docker-compose.yml, and the cluster file over it (a service's maps merge, the rest is replaced).
+    base = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    override = yaml.safe_load((ROOT / "docker-compose.cluster.yml").read_text())["services"]
+    merged = dict(base)
+    for name, svc in override.items():
+        merged[name] = {k: ({**base[name][k], **v} if isinstance(v, dict) and isinstance(base.get(name, {}).get(k), dict) else v)
+                        for k, v in {**base.get(name, {}), **svc}.items()}
+    checked, bad = [], []
+    for file, services in (("docker-compose.yml", base), ("docker-compose.yml + docker-compose.cluster.yml", merged)):
+        for name, svc in services.items():
+            if not str(svc.get("image", "")).startswith("redis:"):
+                continue
+            env = svc.get("environment") or {}
+            env = dict(str(e).split("=", 1) for e in env) if isinstance(env, list) else env
+            argv = [str(w) for key in ("entrypoint", "command") for w in (svc.get(key) if isinstance(svc.get(key), list) else
+                                                                           [svc[key]] if svc.get(key) else [])]
+            words = redis_command([w.replace("$$", "$") for w in argv])  # $$ is compose's escape of $
+            if words is None:
+                # A one-shot with redis-cli (the cluster's creation): it must authenticate.
+                if "redis-cli" in " ".join(argv) and "${REDIS_PASSWORD" not in str(env.get("REDISCLI_AUTH", "")):
+                    bad.append(f"{file}: {name}'s redis-cli without REDISCLI_AUTH from REDIS_PASSWORD")
+                continue
+            checked.append(f"{name}" + (" (cluster)" if file != "docker-compose.yml" else ""))
+            settings, _ = redis_options(words)
+            # A password given as "$VAR" is the container's environment, which must be .env's REDIS_PASSWORD.
+            for key in ("requirepass", "masterauth"):
+                value = settings.get(key, "")
+                var = re.fullmatch(r"\$\{?(\w+)\}?", value)
+                if value and not (value.startswith("${REDIS_PASSWORD") or (var and str(env.get(var.group(1), "")).startswith("${REDIS_PASSWORD"))):
+                    bad.append(f"{file}: {name}'s --{key} is not .env's REDIS_PASSWORD")
+            bad += [f"{file}: {name}: {p}" for p in redis_config_problems(settings, settings.get("cluster-enabled") == "yes")]
+            test = " ".join(map(str, (svc.get("healthcheck") or {}).get("test") or []))
+            if "redis-cli" in test and not str(env.get("REDISCLI_AUTH", "")).startswith("${REDIS_PASSWORD"):
+                bad.append(f"{file}: {name}'s healthcheck runs redis-cli without REDISCLI_AUTH from REDIS_PASSWORD")
+    report.check(checked and not bad, f"compose Redis ({', '.join(checked)}): protected-mode yes, a password from .env, maxmemory with "
+                 "noeviction, masterauth in cluster mode, redis-cli authenticating (REDISCLI_AUTH)", "; ".join(bad))
+
+    # Kubernetes: every container running redis-server, its config file from a ConfigMap and its command.
+    for set_name, documents in shipped_sets():
+        configmaps = {d["metadata"]["name"]: d.get("data", {}) for d in documents if d.get("kind") == "ConfigMap"}
+        checked, bad = [], []
+        for workload in [d for d in documents if d.get("kind") in WORKLOAD_KINDS]:
+            spec = pod_spec(workload)
+            volumes = {v["name"]: v for v in spec.get("volumes") or []}
+            for container in spec.get("containers") or []:
+                label = f"{workload['kind']} {workload['metadata']['name']}/{container['name']}"
+                words = redis_command((container.get("command") or []) + (container.get("args") or []))
+                if words is None:
+                    text = " ".join(map(str, (container.get("command") or []) + (container.get("args") or [])))
+                    if "redis-cli" in text and not secret_env(container, "REDISCLI_AUTH"):
+                        bad.append(f"{label}: redis-cli without REDISCLI_AUTH from a Secret")
+                    continue
+                checked.append(label)
+                options, config = redis_options(words)
+                settings = {}
+                if config:
+                    for mount in container.get("volumeMounts") or []:
+                        if config.startswith(mount["mountPath"].rstrip("/") + "/"):
+                            source = volumes.get(mount["name"], {}).get("configMap", {}).get("name")
+                            text = configmaps.get(source, {}).get(config[len(mount["mountPath"].rstrip("/")) + 1:], "")
+                            for line in text.splitlines():
+                                parts = line.split(None, 1)
+                                if parts and not parts[0].startswith("#"):
+                                    settings[parts[0].lower()] = parts[1].strip() if len(parts) > 1 else ""
+                    if not settings:
+                        bad.append(f"{label}: its config file {config} is not a ConfigMap of this set")
+                settings.update(options)
+                bad += [f"{label}: {p}" for p in redis_config_problems(settings, settings.get("cluster-enabled") == "yes")]
+                for key in ("requirepass", "masterauth"):
+                    var = re.fullmatch(r"\$\{?(\w+)\}?|\$\((\w+)\)", settings.get(key, ""))
+                    if settings.get(key) and not (var and secret_env(container, var.group(1) or var.group(2))):
+                        bad.append(f"{label}: {key} is not an environment variable from a Secret")
+                limit = memory_bytes(((container.get("resources") or {}).get("limits") or {}).get("memory", "0"))
+                if limit and (memory_bytes(settings.get("maxmemory", "0")) or 0) >= limit:
+                    bad.append(f"{label}: maxmemory {settings.get('maxmemory')} is not below the memory limit")
+                if not limit:
+                    bad.append(f"{label}: no memory limit to keep maxmemory below")
+                for probe in ("readinessProbe", "livenessProbe", "startupProbe"):
+                    command = " ".join(((container.get(probe) or {}).get("exec") or {}).get("command") or [])
+                    if "redis-cli" in command and not secret_env(container, "REDISCLI_AUTH"):
+                        bad.append(f"{label}: its {probe} runs redis-cli without REDISCLI_AUTH from a Secret")
+        if checked or bad:
+            report.check(not bad, f"{set_name}: Redis ({', '.join(checked)}) with protected-mode yes, requirepass and masterauth from a Secret, "
+                         "maxmemory below the memory limit with noeviction, redis-cli authenticating", "; ".join(bad))
+        else:
+            print(f"info  {set_name}: no Redis runs here (an external one: deploy/kubernetes/README.md, \"Redis\")")
+
+
+def selector_matches(selector, labels):
+    """A LabelSelector (matchLabels, matchExpressions) against labels; {} matches everything."""
+    if selector is None:
+        return False
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for expression in selector.get("matchExpressions") or []:
+        key, op, values = expression["key"], expression["operator"], expression.get("values") or []
+        if op == "In" and labels.get(key) not in values:
+            return False
+        if op == "NotIn" and key in labels and labels[key] in values:
+            return False
+        if op == "Exists" and key not in labels:
+            return False
+        if op == "DoesNotExist" and key in labels:
+            return False
+    return True
+
+
+def networkpolicy_admits(policies, target, source, port, namespace="push"):
+    """Whether NetworkPolicies of `namespace` let a pod with labels `source` = (its namespace's labels,
+    its pod labels) connect to a pod labelled `target` on TCP `port`, and whether any selects it:
+    (admitted, selected). Not selected: every connection is admitted."""
+    selecting = [p for p in policies if selector_matches(p["spec"].get("podSelector", {}), target)
+                 and "Ingress" in (p["spec"].get("policyTypes") or ["Ingress"])]
+    if not selecting:
+        return True, False
+    source_namespace, source_pod = source
+    for policy in selecting:
+        for rule in policy["spec"].get("ingress") or []:
+            ports = rule.get("ports")
+            if ports and not any(p.get("port") in (None, port) and p.get("protocol", "TCP") == "TCP"
+                                 and (p.get("endPort") is None or p["port"] <= port <= p["endPort"]) for p in ports):
+                continue
+            peers = rule.get("from")
+            if not peers:
+                return True, True
+            for peer in peers:
+                if "ipBlock" in peer:
+                    return True, True
+                same = source_namespace.get("kubernetes.io/metadata.name") == namespace
+                in_namespace = selector_matches(peer["namespaceSelector"], source_namespace) if "namespaceSelector" in peer else same
+                in_pods = selector_matches(peer["podSelector"], source_pod) if "podSelector" in peer else True
+                if in_namespace and in_pods:
+                    return True, True
+    return False, True
+
+
+def readme_redis_policy():
+    """The NetworkPolicy template deploy/kubernetes/README.md gives for an in-cluster Redis."""
+    for block in re.findall(r"```yaml\n(.*?)```", KUBE_README.read_text(), re.S):
+        for document in yaml.safe_load_all(block):
+            if isinstance(document, dict) and document.get("kind") == "NetworkPolicy" and \
+                    (document["spec"].get("podSelector", {}).get("matchLabels") or {}).get("app.kubernetes.io/name") == "redis":
+                return document
+    return None
+
+
+def network_policies(report):
+    """NetworkPolicies, evaluated: every Redis pod shipped (and the README's template for an in-cluster
+    Redis labelled app.kubernetes.io/name: redis) is selected by one that admits the five push services
+    on 6379 and refuses other pods (another app, Prometheus, a push label from another namespace), and
+    on the cluster bus 16379 only its own nodes; push-console admits no pod; push-ingest admits its API
+    (8080) from anywhere and its admin port 9090 only from the monitoring namespace or Prometheus."""
+    ns = {"kubernetes.io/metadata.name": "push"}
+    push = {s: (ns, {"app.kubernetes.io/name": s, "app.kubernetes.io/part-of": "push"}) for s in PUSH_SERVICES}
+    strangers = {
+        "another app's pod": (ns, {"app.kubernetes.io/name": "billing"}),
+        "the policy import Job's pod (part-of push, not a service)": (ns, {"app.kubernetes.io/name": "push-rabbitmq-policies",
+                                                                          "app.kubernetes.io/part-of": "push"}),
+        "a pod labelled push-ingest in another namespace": ({"kubernetes.io/metadata.name": "dev"}, push["push-ingest"][1]),
+        "Prometheus": ({"kubernetes.io/metadata.name": "monitoring"}, {"app.kubernetes.io/name": "prometheus"}),
+    }
+    for set_name, documents in shipped_sets():
+        policies = [d for d in documents if d.get("kind") == "NetworkPolicy"]
+        redis_pods = []
+        for workload in [d for d in documents if d.get("kind") in WORKLOAD_KINDS]:
+            if any(redis_command((c.get("command") or []) + (c.get("args") or [])) for c in pod_spec(workload).get("containers") or []):
+                bus = any(p.get("containerPort") == 16379 for c in pod_spec(workload).get("containers") or [] for p in c.get("ports") or [])
+                redis_pods.append((f"{workload['kind']} {workload['metadata']['name']}", pod_labels(workload), bus))
+        if set_name.startswith("deploy/kubernetes/*"):
+            template = readme_redis_policy()
+            if not report.check(template is not None, "deploy/kubernetes/README.md gives a NetworkPolicy for an in-cluster Redis (app.kubernetes.io/name: redis)"):
+                continue
+            redis_pods.append(("the README's in-cluster Redis", {"app.kubernetes.io/name": "redis"}, False))
+            checked_policies = policies + [template]
+        else:
+            checked_policies = policies
+        for what, labels, bus in redis_pods:
+            bad = []
+            selected = networkpolicy_admits(checked_policies, labels, strangers["another app's pod"], 6379)[1]
+            if not selected:
+                bad.append("no NetworkPolicy selects it")
+            for service, source in push.items():
+                if not networkpolicy_admits(checked_policies, labels, source, 6379)[0]:
+                    bad.append(f"{service} refused on 6379")
+                if networkpolicy_admits(checked_policies, labels, source, 16379)[0]:
+                    bad.append(f"{service} admitted on the cluster bus 16379")
+            for stranger, source in strangers.items():
+                for port in (6379, 16379):
+                    if networkpolicy_admits(checked_policies, labels, source, port)[0]:
+                        bad.append(f"{stranger} admitted on {port}")
+            if bus and not networkpolicy_admits(checked_policies, labels, (ns, labels), 16379)[0]:
+                bad.append("its own nodes refused on the cluster bus 16379")
+            report.check(not bad, f"{set_name}: {what}'s pods admit the five push services on 6379, no other pod, and nobody else on 16379",
+                         "; ".join(bad))
+        console = {"app.kubernetes.io/name": "push-console", "app.kubernetes.io/part-of": "push"}
+        admitted = [f"{n} on {port}" for n, source in list(push.items()) + list(strangers.items()) for port in (8090, 8080)
+                    if networkpolicy_admits(policies, console, source, port)[0]]
+        report.check(not admitted, f"{set_name}: push-console admits no pod (kubectl port-forward only)", ", ".join(admitted))
+        ingest = {"app.kubernetes.io/name": "push-ingest", "app.kubernetes.io/part-of": "push"}
+        bad = []
+        if not all(networkpolicy_admits(policies, ingest, s, 8080)[0] for s in strangers.values()):
+            bad.append("8080 not open to every pod")
+        if not networkpolicy_admits(policies, ingest, ({"kubernetes.io/metadata.name": "monitoring"}, {"app": "grafana-agent"}), 9090)[0]:
+            bad.append("9090 refused to the monitoring namespace")
+        if not networkpolicy_admits(policies, ingest, ({"kubernetes.io/metadata.name": "observability"}, {"app.kubernetes.io/name": "prometheus"}), 9090)[0]:
+            bad.append("9090 refused to Prometheus in another namespace")
+        for n, source in list(push.items()) + [("another app's pod", strangers["another app's pod"])]:
+            if networkpolicy_admits(policies, ingest, source, 9090)[0]:
+                bad.append(f"9090 open to {n}")
+        report.check(not bad, f"{set_name}: push-ingest admits 8080 from anywhere, 9090 only from the monitoring namespace or Prometheus",
+                     "; ".join(bad))
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--venv", required=True)
@@ -465,7 +849,8 @@ def main():
             shutil.copy(ROOT / name, Path(tmp) / name)
         shutil.copytree(ROOT / "deploy", Path(tmp) / "deploy")
         (Path(tmp) / ".env").write_text(
-            "RABBITMQ_USER=push\nRABBITMQ_PASSWORD=" + "0" * 48 + "\nRABBITMQ_ERLANG_COOKIE=" + "A" * 32 + "\n")
+            "RABBITMQ_USER=push\nRABBITMQ_PASSWORD=" + "0" * 48 + "\nRABBITMQ_ERLANG_COOKIE=" + "A" * 32
+            + "\nREDIS_PASSWORD=" + "1" * 48 + "\n")
         for files in (["docker-compose.yml"], ["docker-compose.yml", "docker-compose.cluster.yml"]):
             command = ["docker-compose"] + [arg for f in files for arg in ("-f", f)] + ["config", "-q"]
             result = subprocess.run(command, cwd=tmp, capture_output=True, text=True, timeout=120)
@@ -473,6 +858,10 @@ def main():
 
     pinned_brokers(report)
     kubernetes(report, args.venv)
+    pod_security(report)
+    console_keys(report)
+    redis_configs(report)
+    network_policies(report)
     print(f"containers: {report.passed} passed, {report.failed} failed")
     return 1 if report.failed else 0
 
