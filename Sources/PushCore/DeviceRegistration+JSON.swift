@@ -159,6 +159,10 @@ extension DeviceRegistration {
             if text.count > maximumDeviceFieldLength {
                 throw RegistrationError(.invalidField, field: path, "must be at most \(maximumDeviceFieldLength) characters (got \(text.count))")
             }
+            // Stored and shown to operators (the console, pushctl): no escape sequences or line breaks.
+            if text.unicodeScalars.contains(where: isControl) {
+                throw RegistrationError(.invalidField, field: path, "must not contain control characters")
+            }
             return text
         }
         return DeviceInfo(

@@ -72,8 +72,7 @@ extension HTTPRegistrationEndpoints {
         let app: AppConfiguration
         let token: DeviceToken
         do throws(IngestError) {
-            app = try self.app(bundleID: context.parameters.get("app") ?? "")
-            try authenticate(request, app: app)
+            app = try authenticatedApp(request, bundleID: context.parameters.get("app") ?? "")
             let rawToken = context.parameters.get("token") ?? ""
             do throws(RegistrationError) {
                 // Only an NSData description (`%3C…%20…%3E`) needs decoding; hex tokens are the common case.

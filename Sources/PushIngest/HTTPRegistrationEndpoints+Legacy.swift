@@ -68,7 +68,8 @@ extension HTTPRegistrationEndpoints {
                     throw IngestError(.unknownApp, "no app is the default, and /push_token registers for the default app")
                 }
                 guard defaultApp.ingest.pushToken else {
-                    throw IngestError(.forbidden, "/push_token is not enabled for \(defaultApp.bundleID) (ingest.push_token in the apps file)")
+                    // Not naming the app: this answer goes to anyone who asks.
+                    throw IngestError(.forbidden, "/push_token is not enabled (ingest.push_token of the default app in the apps file)")
                 }
                 app = defaultApp
             } catch {

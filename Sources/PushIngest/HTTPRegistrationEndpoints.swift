@@ -131,29 +131,36 @@ struct HTTPRegistrationEndpoints: Sendable {
 
     // MARK: Shared steps
 
-    /// The app named by the API path, exactly as the apps file spells the bundle id.
-    func app(bundleID: String) throws(IngestError) -> AppConfiguration {
-        guard let app = apps.app(bundleID: bundleID) else {
-            throw IngestError(.unknownApp, field: "app", "no app \(LegacyRegistrationForm.quoted(bundleID)) is configured")
-        }
-        return app
-    }
-
-    /// Checks `Authorization: Bearer <key>` against `app`'s `ingest.api_keys`, in constant time.
+    /// The app `bundleID` names, once `Authorization: Bearer <key>` is one of its `ingest.api_keys`
+    /// (compared in constant time). The key is checked first, so nobody without a key learns which
+    /// bundle ids exist:
     ///
-    /// No header, another scheme or an empty key is `401` (with `WWW-Authenticate: Bearer`): the client
-    /// did not authenticate. A key that is not one of this app's (a wrong key, or another app's) is `403`:
-    /// the client authenticated as something that may not touch this app.
-    func authenticate(_ request: Request, app: AppConfiguration) throws(IngestError) {
+    /// - no header, another scheme, an empty key, or a key that is no app's: `401` (with
+    ///   `WWW-Authenticate: Bearer`), whatever the path names;
+    /// - a key of some app, for another app or for a bundle id that is not configured: `403`, the
+    ///   same answer either way.
+    func authenticatedApp(_ request: Request, bundleID: String) throws(IngestError) -> AppConfiguration {
         guard let header = request.headers[.authorization] else {
             throw IngestError(.unauthorized, field: "Authorization", "is required: Bearer <the app's ingest API key>")
         }
         guard let key = Self.bearerCredential(header) else {
             throw IngestError(.unauthorized, field: "Authorization", "must be Bearer <the app's ingest API key>")
         }
-        guard let keys = bearerKeys[app.bundleID], keys.accepts(key) else {
-            throw IngestError(.forbidden, field: "Authorization", "the key is not valid for app \(LegacyRegistrationForm.quoted(app.bundleID))")
+        // Every app's keys are compared (not just the path's), so the time does not depend on the path.
+        var accepted = false
+        var anyApp = false
+        for (app, keys) in bearerKeys {
+            let accepts = keys.accepts(key)
+            anyApp = anyApp || accepts
+            if app == bundleID { accepted = accepts }
         }
+        guard anyApp else {
+            throw IngestError(.unauthorized, field: "Authorization", "the key is not an ingest API key of this service")
+        }
+        guard accepted, let app = apps.app(bundleID: bundleID) else {
+            throw IngestError(.forbidden, field: "Authorization", "the key is not valid for app \(LegacyRegistrationForm.quoted(bundleID))")
+        }
+        return app
     }
 
     /// The credential of `Bearer <credential>` (scheme in any case, spaces around it ignored), or nil for

@@ -25,8 +25,9 @@ public enum OpenAPISpec {
             statuses (`ret` 0 is success), except the two answers the connection's request timer writes
             itself (`408 request_timeout`, `503 timeout`), which have the API's shape on every route.
 
-            **Order of checks** (every `/v1` request): the app (`404 unknown_app`) → `Authorization`
-            (`401`/`403`) → the path's token (`400`) → the client's and the app's rate limits (`429`) → the
+            **Order of checks** (every `/v1` request): `Authorization` (`401` without a key of any app,
+            `403` for a key of another app or an app that is not configured: nobody without a key learns
+            which bundle ids exist) → the path's token (`400`) → the client's and the app's rate limits (`429`) → the
             path's attributes type or activity id (`400`) → `Content-Type` (`415`) → the body (`413`, `400`)
             → Redis (`503 unavailable`). A request refused before the rate limits still spends the client's
             allowance, so a flood of bad requests is answered `429` too. The legacy forms: the parameters
@@ -740,7 +741,8 @@ public enum OpenAPISpec {
               required: true
               description: |
                 The app's bundle id exactly as the apps file spells it (compared as sent: not percent-decoded,
-                case-sensitive). Any other value is `404 unknown_app`, before the key is looked at.
+                case-sensitive). Any other value is `403` for a valid key of another app, `401` without one:
+                the key is checked first.
               schema:
                 type: string
                 pattern: '^[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*$'
@@ -1258,7 +1260,7 @@ public enum OpenAPISpec {
                       error: {const: unknown_app}
                   example: {error: unknown_app, message: "app: no app \"com.example.nope\" is configured"}
             NotFound:
-              description: The path's app is not in the apps file (`unknown_app`), or nothing is registered there (`not_found`).
+              description: Nothing is registered there (`not_found`); `unknown_app` is only the legacy forms' (an `app_name` no app has).
               content:
                 application/json:
                   schema:

@@ -92,7 +92,7 @@ import TokenRegistry
                 ("\(base)/activities/m", #"{"push_token": "\#(device)"}"#, nil, 401, "Authorization"),
                 (
                     "/v1/apps/com.example.unknown/devices/\(device)/activities/m", #"{"push_token": "\#(device)"}"#, HTTPIngestHarness.gameKeys[0],
-                    404, "app"
+                    403, "Authorization"
                 ),
             ]
             for (path, body, key, status, field) in cases {

@@ -72,6 +72,16 @@ import Testing
         #expect(form.registration.user == nil)
     }
 
+    /// A device name with an escape sequence is refused naming the legacy parameter, not stored to
+    /// reach an operator's terminal later.
+    @Test func controlCharactersInDeviceFieldsAreRefused() throws {
+        #expect {
+            _ = try LegacyRegistrationForm(parameters: Self.parameters("device_token=\(Self.token)&device_name=x%1B%5B2J"))
+        } throws: { error in
+            "\(error)".contains("device_name") && "\(error)".contains("control characters")
+        }
+    }
+
     @Test func emptyValuesCountAsAbsent() throws {
         let form = try LegacyRegistrationForm(parameters: Self.parameters("device_token=\(Self.token)&device_name=&push_sound=&app_name="))
         #expect(form.registration.device == DeviceInfo())

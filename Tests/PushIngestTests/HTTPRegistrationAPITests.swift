@@ -150,12 +150,12 @@ import Testing
         await harness.cleanUp()
     }
 
-    @Test func aWrongKeyOrAnotherAppsKeyIs403() async throws {
+    @Test func aWrongKeyIs401AndAnotherAppsKeyIs403() async throws {
         let harness = try await HTTPIngestHarness.make()
         try await harness.run { client async throws in
             let wrong = try await client.put(Self.game, TestTokens.random(), json: "{}", key: "game-key-3")
-            #expect(wrong.status == .forbidden)
-            #expect(wrong.json["error"] as? String == "forbidden")
+            #expect(wrong.status == .unauthorized, "a key of no app")
+            #expect(wrong.json["error"] as? String == "unauthorized")
             let otherApps = try await client.put(Self.game, TestTokens.random(), json: "{}", key: HTTPIngestHarness.shopKey)
             #expect(otherApps.status == .forbidden)
             // An app without API keys refuses every key.
@@ -168,13 +168,21 @@ import Testing
         await harness.cleanUp()
     }
 
-    @Test func anUnknownAppIs404() async throws {
+    /// The key is checked before the app: without a key of any app the answer is 401 whatever the
+    /// path names, and with one it is 403 for another app and for an app that is not configured
+    /// alike, so bundle ids cannot be probed.
+    @Test func bundleIDsCannotBeProbedWithoutAKey() async throws {
         let harness = try await HTTPIngestHarness.make()
         try await harness.run { client async throws in
-            let response = try await client.put("com.example.nothere", TestTokens.random(), json: "{}")
-            #expect(response.status == .notFound)
-            #expect(response.json["error"] as? String == "unknown_app")
-            #expect((response.json["message"] as? String)?.hasPrefix("app: ") == true)
+            for app in ["com.example.nothere", Self.game] {
+                let keyless = try await client.put(app, TestTokens.random(), json: "{}", key: "no-such-key")
+                #expect(keyless.status == .unauthorized, "\(app): \(keyless.text)")
+                #expect(keyless.json["error"] as? String == "unauthorized")
+            }
+            let unknown = try await client.put("com.example.nothere", TestTokens.random(), json: "{}", key: HTTPIngestHarness.shopKey)
+            let other = try await client.put(Self.game, TestTokens.random(), json: "{}", key: HTTPIngestHarness.shopKey)
+            #expect(unknown.status == .forbidden && other.status == .forbidden)
+            #expect(unknown.json["error"] as? String == other.json["error"] as? String)
         }
         await harness.cleanUp()
     }
