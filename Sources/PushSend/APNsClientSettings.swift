@@ -31,8 +31,28 @@ extension APNsEndpoint {
     }
 }
 
+/// What start-up should warn about in the APNs endpoint settings: an override that sends production
+/// apps' pushes somewhere other than Apple, and a CA file that is ignored because nothing overrides
+/// Apple's servers.
+public func apnsEndpointWarnings(apps: AppsFile, endpointOverride: URL?, caFile: String?) -> [String] {
+    var warnings: [String] = []
+    if let endpointOverride {
+        let production = apps.bundleIDs.sorted().filter { apps.app(bundleID: $0)?.environment == .production }
+        if !production.isEmpty {
+            warnings.append(
+                "PUSH_APNS_ENDPOINT \(endpointOverride.absoluteString) replaces Apple's servers for production apps too (\(production.joined(separator: ", "))): their pushes do not reach devices"
+            )
+        }
+    } else if let caFile {
+        warnings.append("PUSH_APNS_CA_FILE \(caFile) is not used: it is trusted only for PUSH_APNS_ENDPOINT, which is not set")
+    }
+    return warnings
+}
+
 extension APNsClientConfiguration {
-    /// The client settings for one app and environment.
+    /// The client settings for one app and environment. `caFile` (`PUSH_APNS_CA_FILE`, e.g.
+    /// apns-sandbox's CA) is trusted only for `endpointOverride`: a CA that can sign any name must never
+    /// be trusted for Apple's servers.
     ///
     /// - Throws: ``APNs/APNsCredentialError`` for an unusable `.p8`, ``APNs/APNsClientError`` for an
     ///   unusable endpoint.
@@ -46,7 +66,7 @@ extension APNsClientConfiguration {
         var configuration = APNsClientConfiguration(
             endpoint: try APNsEndpoint.forEnvironment(environment, override: endpointOverride),
             credentials: try APNsCredentials(app.apns),
-            caFile: caFile
+            caFile: endpointOverride == nil ? nil : caFile
         )
         configuration.connections = send.connections
         configuration.requestTimeout = send.requestTimeout

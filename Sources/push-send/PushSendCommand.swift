@@ -1,4 +1,5 @@
 import ArgumentParser
+import Logging
 import PushCore
 import PushSend
 import PushServiceKit
@@ -26,6 +27,11 @@ struct PushSendCommand: AsyncParsableCommand {
         )
         reader.warnAboutUnknownKeys(known: PushConfiguration.keys.union(SendConfiguration.keys), logger: runtime.logger)
         let apps = try runtime.configuration.loadAppsFile(requireCredentialFiles: true)
+        for warning in apnsEndpointWarnings(
+            apps: apps, endpointOverride: runtime.configuration.apnsEndpoint, caFile: runtime.configuration.apnsCAFile)
+        {
+            runtime.logger.warning("\(warning)")
+        }
         try await runtime.run(
             services: buildPushSend(ServiceDependencies(runtime), configuration: runtime.configuration, send: send, apps: apps))
     }

@@ -143,7 +143,23 @@ import Testing
             send: SendConfiguration(connections: 3, requestTimeout: .seconds(7))
         )
         #expect(configuration.endpoint == .development, "sandbox devices go to Apple's development servers")
-        #expect(configuration.connections == 3 && configuration.requestTimeout == .seconds(7) && configuration.caFile == "/tmp/ca.pem")
+        #expect(configuration.connections == 3 && configuration.requestTimeout == .seconds(7))
+        #expect(configuration.caFile == nil, "an extra CA is never trusted for Apple's servers")
+        let overridden = try APNsClientConfiguration.forApp(
+            app, environment: .sandbox, endpointOverride: URL(string: "https://127.0.0.1:2197"), caFile: "/tmp/ca.pem", send: SendConfiguration())
+        #expect(overridden.caFile == "/tmp/ca.pem", "trusted for the overriding endpoint only")
+        let production = AppConfiguration(bundleID: "com.example.live", environment: .production, apns: app.apns)
+        let development = AppConfiguration(bundleID: "com.example.app", environment: .sandbox, apns: app.apns)
+        let apps = try AppsFile(apps: [development, production])
+        #expect(
+            apnsEndpointWarnings(apps: apps, endpointOverride: URL(string: "https://127.0.0.1:2197"), caFile: nil)
+                == [
+                    "PUSH_APNS_ENDPOINT https://127.0.0.1:2197 replaces Apple's servers for production apps too (com.example.live): their pushes do not reach devices"
+                ])
+        #expect(apnsEndpointWarnings(apps: apps, endpointOverride: nil, caFile: "/tmp/ca.pem").first?.contains("is not used") == true)
+        #expect(
+            apnsEndpointWarnings(apps: try AppsFile(apps: [development]), endpointOverride: URL(string: "https://127.0.0.1:2197"), caFile: "/x")
+                .isEmpty)
         guard case .token(let key) = configuration.credentials else {
             Issue.record("token auth expected")
             return
