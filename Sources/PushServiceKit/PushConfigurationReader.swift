@@ -160,8 +160,13 @@ extension PushConfigurationReader {
         guard key.uppercased().contains("URL") else {
             return "<redacted>"
         }
+        // The URL parsers take everything before the *last* '@' as the credentials (a password may
+        // hold a raw '@'), so the mask runs to that '@' too; each URL of a broker list on its own.
+        guard !value.contains(",") else {
+            return value.split(separator: ",", omittingEmptySubsequences: false).map { shownValue(of: key, String($0)) }.joined(separator: ",")
+        }
         guard let schemeEnd = value.range(of: "://"),
-            let at = value[schemeEnd.upperBound...].firstIndex(of: "@"),
+            let at = value[schemeEnd.upperBound...].lastIndex(of: "@"),
             let colon = value[schemeEnd.upperBound..<at].firstIndex(of: ":")
         else {
             return value

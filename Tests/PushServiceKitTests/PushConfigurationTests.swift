@@ -164,6 +164,12 @@ struct PushConfigurationTests {
         let error = try #require(await Self.error(loading: ["PUSH_AMQP_URL": "http://admin:hunter2@rabbit:5672/"]))
         #expect(error.description.hasPrefix(#"PUSH_AMQP_URL: "http://admin:***@rabbit:5672/" is not an AMQP URL"#))
         #expect(!error.description.contains("hunter2"))
+        // A password with a raw '@' is masked up to the last '@', where the URL parser splits it.
+        let atSign = try #require(await Self.error(loading: ["PUSH_AMQP_URL": "http://admin:p@ss@w0rd@rabbit:5672/"]))
+        #expect(atSign.description.hasPrefix(#"PUSH_AMQP_URL: "http://admin:***@rabbit:5672/""#), "\(atSign.description)")
+        #expect(!atSign.description.contains("ss@w0rd"))
+        let list = try #require(await Self.error(loading: ["PUSH_AMQP_URL": "http://a:s3cr@t@one:5672/,http://a:s3cr@t@two:5672/"]))
+        #expect(!list.description.contains("s3cr"), "\(list.description)")
     }
 
     // MARK: Config file
