@@ -1,4 +1,22 @@
 import Foundation
+import HTTP2Transport
+
+/// A forward proxy the client reaches APNs through, with HTTP `CONNECT`: `http://[user:password@]host:port`.
+/// TLS and ALPN run end to end through the tunnel. Its ``description`` masks the password.
+public struct APNsProxy: Sendable, Equatable, CustomStringConvertible {
+    let proxy: HTTPConnectProxy
+
+    /// - Throws: ``APNsClientError/Code/invalidRequest`` for anything but
+    ///   `http://[user:password@]host[:port]`.
+    public init(url: String) throws(APNsClientError) {
+        guard let proxy = HTTPConnectProxy(url: url) else {
+            throw APNsClientError(.invalidRequest, "the proxy must be http://[user:password@]host[:port] (no path)")
+        }
+        self.proxy = proxy
+    }
+
+    public var description: String { proxy.description }
+}
 
 /// Where APNs is: Apple's production or development servers, or anything APNs-compatible
 /// (`apns-sandbox`) by URL.
@@ -62,6 +80,8 @@ public struct APNsClientConfiguration: Sendable {
     public var credentials: APNsCredentials
     /// Extra CA certificates (PEM) to trust besides the system's, e.g. apns-sandbox's CA.
     public var caFile: String?
+    /// The forward proxy to reach APNs through (HTTP `CONNECT`); nil connects directly.
+    public var proxy: APNsProxy?
     /// Connections kept to the endpoint (each carries up to the server's concurrent-stream limit).
     public var connections: Int = 2
     /// Requests waiting for a free stream, across connections; past it ``APNsClient/send(_:timeout:)``

@@ -343,7 +343,12 @@ final class ClientConnection: @unchecked Sendable {
         let endpoint = configuration.endpoint
         let deadline = monotonicNanoseconds() + configuration.connectTimeout.nanoseconds
         do throws(TransportError) {
-            let fd = try TCPConnector.connect(host: endpoint.host, port: endpoint.port, deadline: deadline, now: monotonicNanoseconds)
+            let fd: Int32
+            if let proxy = configuration.proxy {
+                fd = try proxy.proxy.openTunnel(to: endpoint.host, port: endpoint.port, deadline: deadline, now: monotonicNanoseconds)
+            } else {
+                fd = try TCPConnector.connect(host: endpoint.host, port: endpoint.port, deadline: deadline, now: monotonicNanoseconds)
+            }
             let tls = try TLSStream(context: shared.tls, fd: fd, role: .client(host: endpoint.host))
             try tls.handshake(host: endpoint.host, deadline: deadline, now: monotonicNanoseconds)
             let session = try HTTP2Session(

@@ -18,6 +18,7 @@ extension APNsClientPool {
                 environment: environment,
                 endpointOverride: configuration.apnsEndpoint,
                 caFile: configuration.apnsCAFile,
+                proxy: try configuration.apnsProxy.map { try APNsProxy(url: $0) },
                 send: send
             )
             return try APNsClient(configuration: clientConfiguration, logger: logger)

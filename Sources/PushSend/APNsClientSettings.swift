@@ -61,6 +61,7 @@ extension APNsClientConfiguration {
         environment: AppConfiguration.Environment,
         endpointOverride: URL?,
         caFile: String?,
+        proxy: APNsProxy? = nil,
         send: SendConfiguration
     ) throws -> APNsClientConfiguration {
         var configuration = APNsClientConfiguration(
@@ -68,6 +69,7 @@ extension APNsClientConfiguration {
             credentials: try APNsCredentials(app.apns),
             caFile: endpointOverride == nil ? nil : caFile
         )
+        configuration.proxy = proxy
         configuration.connections = send.connections
         configuration.requestTimeout = send.requestTimeout
         return configuration

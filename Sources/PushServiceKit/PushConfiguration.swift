@@ -19,6 +19,7 @@ import Redis
 /// | `PUSH_APPS_FILE` | ``appsFile`` | `config/apps.json` | a path (read by ``loadAppsFile(requireCredentialFiles:)``) |
 /// | `PUSH_APNS_ENDPOINT` | ``apnsEndpoint`` | none: per app, production or sandbox | `https://host[:port]`, no path |
 /// | `PUSH_APNS_CA_FILE` | ``apnsCAFile`` | none: the system trust store | a PEM path |
+/// | `PUSH_APNS_PROXY` | ``apnsProxy`` | none: APNs directly | `http://[user:password@]host:port` |
 /// | `PUSH_LOCALIZATION_DIR` | ``localizationDir`` | `localization` | a directory path |
 /// | `PUSH_HTTP_PORT` | ``httpPort`` | per service (``DefaultHTTPPort``) | 1–65535 |
 /// | `PUSH_HTTP_HOST` | ``httpHost`` | `0.0.0.0` (containers) | a host name or IP address |
@@ -49,6 +50,8 @@ public struct PushConfiguration: Sendable, Hashable {
     public var apnsEndpoint: URL?
     /// Extra CA certificates (PEM) to trust for APNs, e.g. `apns-sandbox`'s.
     public var apnsCAFile: String?
+    /// The forward proxy push-send reaches APNs through (HTTP `CONNECT`): `http://[user:password@]host:port`.
+    public var apnsProxy: String?
     /// The `<locale>.strings` catalogs for server-side localisation.
     public var localizationDir: String
     /// The service's HTTP listener: `/healthz`, `/readyz`, `/metrics` (and push-ingest's API).
@@ -230,6 +233,19 @@ extension PushConfiguration {
                 default: { $0.apnsCAFile ?? "none: the system trust store" }
             ) { reader, settings, defaults in
                 settings.apnsCAFile = reader.string("PUSH_APNS_CA_FILE") ?? defaults.apnsCAFile
+            },
+            ConfigurationKey(
+                "PUSH_APNS_PROXY", "HTTP CONNECT proxy to reach APNs through, http://[user:password@]host:port (TLS stays end to end)",
+                default: { $0.apnsProxy == nil ? "none: APNs directly" : "<set>" }
+            ) { reader, settings, defaults throws(ConfigurationError) in
+                guard let text = reader.string("PUSH_APNS_PROXY") else {
+                    settings.apnsProxy = defaults.apnsProxy
+                    return
+                }
+                guard text.lowercased().hasPrefix("http://") else {
+                    throw reader.invalidValue("PUSH_APNS_PROXY", text, "is not an http:// proxy URL (http://[user:password@]host:port)")
+                }
+                settings.apnsProxy = text
             },
             .string("PUSH_LOCALIZATION_DIR", \.localizationDir, "LOCALE.strings catalogs for server-side localisation"),
             ConfigurationKey(

@@ -108,7 +108,7 @@ public struct PushConfigurationReader: Sendable {
     /// URLs carry passwords (`amqp://user:password@host`); secrets are redacted in swift-configuration's
     /// access logs and in error messages.
     static func mayHoldSecret(_ key: String) -> Bool {
-        ["URL", "PASSWORD", "SECRET", "TOKEN"].contains { key.uppercased().contains($0) }
+        ["URL", "PASSWORD", "SECRET", "TOKEN", "PROXY"].contains { key.uppercased().contains($0) }
     }
 }
 
@@ -157,7 +157,7 @@ extension PushConfigurationReader {
         guard mayHoldSecret(key) else {
             return value
         }
-        guard key.uppercased().contains("URL") else {
+        guard key.uppercased().contains("URL") || key.uppercased().contains("PROXY") else {
             return "<redacted>"
         }
         // The URL parsers take everything before the *last* '@' as the credentials (a password may

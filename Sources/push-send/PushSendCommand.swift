@@ -1,3 +1,4 @@
+import APNs
 import ArgumentParser
 import Logging
 import PushCore
@@ -26,6 +27,15 @@ struct PushSendCommand: AsyncParsableCommand {
             queues: PushQueues(prefix: send.queuePrefix)
         )
         reader.warnAboutUnknownKeys(known: PushConfiguration.keys.union(SendConfiguration.keys), logger: runtime.logger)
+        if let proxy = runtime.configuration.apnsProxy {
+            let parsed: APNsProxy
+            do throws(APNsClientError) {
+                parsed = try APNsProxy(url: proxy)
+            } catch {
+                throw ValidationError("PUSH_APNS_PROXY: \(error.message)")
+            }
+            runtime.logger.info("reaching APNs through the proxy \(parsed)")
+        }
         let apps = try runtime.configuration.loadAppsFile(requireCredentialFiles: true)
         for warning in apnsEndpointWarnings(
             apps: apps, endpointOverride: runtime.configuration.apnsEndpoint, caFile: runtime.configuration.apnsCAFile)
