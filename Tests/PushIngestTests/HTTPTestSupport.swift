@@ -236,25 +236,14 @@ func rawHTTPExchange(port: Int, _ request: String, timeout: Duration) async thro
     try await withCheckedThrowingContinuation { continuation in
         Thread {
             let start = ContinuousClock.now
-            let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            guard descriptor >= 0 else {
-                continuation.resume(throwing: ChildProcessError("socket() failed: errno \(errno)"))
+            let descriptor: Int32
+            do {
+                descriptor = try connectedLoopbackSocket(port: port, receiveTimeout: timeval(tv_sec: Int(timeout.components.seconds), tv_usec: 0))
+            } catch {
+                continuation.resume(throwing: error)
                 return
             }
             defer { close(descriptor) }
-            var seconds = timeval(tv_sec: Int(timeout.components.seconds), tv_usec: 0)
-            setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &seconds, socklen_t(MemoryLayout<timeval>.size))
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            address.sin_port = in_port_t(UInt16(port).bigEndian)
-            let connected = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
-            guard connected == 0 else {
-                continuation.resume(throwing: ChildProcessError("connect() to port \(port) failed: errno \(errno)"))
-                return
-            }
             let bytes = Array(request.utf8)
             var sent = 0
             while sent < bytes.count {
@@ -282,25 +271,14 @@ func slowRequestHead(port: Int, _ request: String, interval: Duration, bound: Du
     try await withCheckedThrowingContinuation { continuation in
         Thread {
             let start = ContinuousClock.now
-            let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            guard descriptor >= 0 else {
-                continuation.resume(throwing: ChildProcessError("socket() failed: errno \(errno)"))
+            let descriptor: Int32
+            do {
+                descriptor = try connectedLoopbackSocket(port: port, receiveTimeout: timeval(tv_sec: 0, tv_usec: 1000))
+            } catch {
+                continuation.resume(throwing: error)
                 return
             }
             defer { close(descriptor) }
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            address.sin_port = in_port_t(UInt16(port).bigEndian)
-            let connected = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
-            guard connected == 0 else {
-                continuation.resume(throwing: ChildProcessError("connect() to port \(port) failed: errno \(errno)"))
-                return
-            }
-            var pollTimeout = timeval(tv_sec: 0, tv_usec: 1000)
-            setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &pollTimeout, socklen_t(MemoryLayout<timeval>.size))
             let bytes = Array(request.utf8)
             var index = 0
             var buffer = [UInt8](repeating: 0, count: 256)
@@ -325,25 +303,14 @@ func slowRequestHead(port: Int, _ request: String, interval: Duration, bound: Du
 func delayedHTTPExchange(port: Int, after: Duration, _ request: String) async throws -> String {
     try await withCheckedThrowingContinuation { continuation in
         Thread {
-            let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            guard descriptor >= 0 else {
-                continuation.resume(throwing: ChildProcessError("socket() failed: errno \(errno)"))
+            let descriptor: Int32
+            do {
+                descriptor = try connectedLoopbackSocket(port: port, receiveTimeout: timeval(tv_sec: 5, tv_usec: 0))
+            } catch {
+                continuation.resume(throwing: error)
                 return
             }
             defer { close(descriptor) }
-            var timeout = timeval(tv_sec: 5, tv_usec: 0)
-            setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            address.sin_port = in_port_t(UInt16(port).bigEndian)
-            let connected = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
-            guard connected == 0 else {
-                continuation.resume(throwing: ChildProcessError("connect() to port \(port) failed: errno \(errno)"))
-                return
-            }
             Thread.sleep(forTimeInterval: Double(after.components.seconds) + Double(after.components.attoseconds) / 1e18)
             let bytes = Array(request.utf8)
             _ = bytes.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
@@ -352,6 +319,26 @@ func delayedHTTPExchange(port: Int, after: Duration, _ request: String) async th
             continuation.resume(returning: count > 0 ? String(decoding: buffer[0..<count], as: UTF8.self) : "")
         }.start()
     }
+}
+
+/// A TCP socket connected to 127.0.0.1:`port`, reads timing out after `receiveTimeout`; the caller closes it.
+func connectedLoopbackSocket(port: Int, receiveTimeout: timeval) throws -> Int32 {
+    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard descriptor >= 0 else { throw ChildProcessError("socket() failed: errno \(errno)") }
+    var timeout = receiveTimeout
+    setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard connected == 0 else {
+        close(descriptor)
+        throw ChildProcessError("connect() to port \(port) failed: errno \(errno)")
+    }
+    return descriptor
 }
 
 private enum RawHTTPResponse {
