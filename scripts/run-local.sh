@@ -210,7 +210,7 @@ if [[ " ${SERVICES[*]} " == *" push-console "* && -x $BIN_DIR/push-console && -x
         password=$(openssl rand -hex 12) || exit 1
         hash=$(printf '%s\n' "$password" | "$BIN_DIR/pushctl" console hash-password) || exit 1
         (umask 077 && printf '%s\n' "$password" >"$CONSOLE_PASSWORD_FILE" \
-            && printf '{"operators": [{"name": "admin", "password": "%s"}]}\n' "$hash" >"$operators") || exit 1
+            && printf '{"operators": [{"name": "admin", "password": "%s", "scopes": ["admin"]}]}\n' "$hash" >"$operators") || exit 1
         unset password hash
         log "made the console's local operator admin (password in $CONSOLE_PASSWORD_FILE)"
     fi
