@@ -74,7 +74,8 @@ public struct HTTPConnectProxy: Sendable, Equatable, CustomStringConvertible {
     /// The status of a proxy's answer head (`HTTP/1.1 200 Connection established`): its code and
     /// the whole status line; nil when it is not an HTTP status line.
     static func status(of head: String) -> (code: Int, line: String)? {
-        let line = String(head.prefix { $0 != "\r" && $0 != "\n" })
+        // By scalars: "\r\n" is one Character in Swift, so a Character test would never stop at it.
+        let line = String(String.UnicodeScalarView(head.unicodeScalars.prefix { $0 != "\r" && $0 != "\n" }))
         let parts = line.split(separator: " ", maxSplits: 2)
         guard parts.count >= 2, parts[0].hasPrefix("HTTP/1."), let code = Int(parts[1]), (100...599).contains(code) else { return nil }
         return (code, line)

@@ -33,6 +33,9 @@ extension HTTPRegistrationEndpoints {
             } catch {
                 throw IngestError(error)
             }
+            // A device the registry does not hold is charged to the new-device budgets: made-up
+            // devices cannot each take a cap's worth of slots beyond them.
+            try await enforceNewTokenBudgets(app: app, token: device, client: context.clientAddress)
             let stored: ActivityTokenUpserted
             do throws(RegistryError) {
                 stored = try await registry.upsertActivityToken(

@@ -6,9 +6,9 @@ import NIOHTTPTypes
 
 /// A deadline on the request head: from a request's first byte to its last header line. A client
 /// that sends its head a byte at a time (slowloris) would otherwise hold a connection, and enough of
-/// them every connection the server allows, for as long as the idle timeout lets it, which moves on
-/// every byte. The timer starts at a request's first byte, so keep-alive connections may wait as
-/// long as the idle timeout allows between requests.
+/// them every connection the server allows; the request timer starts only once the head is whole.
+/// This timer starts at a request's first byte, so keep-alive connections may still wait as long
+/// as the idle timeout allows between requests.
 ///
 /// Two handlers: ``RawGuard`` in front of the HTTP decoder sees the first byte; the decoder's side
 /// (``HeadSignal``, after it) says when the head is complete and when the answer ended, through

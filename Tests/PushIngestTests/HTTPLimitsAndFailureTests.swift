@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
+import NIOCore
 import PushCore
 import PushIngest
 import PushServiceKit
@@ -135,6 +136,19 @@ import Testing
             #expect(refused.status == .tooManyRequests && refused.headers[.retryAfter] != nil)
             #expect((refused.json["message"] as? String ?? "").contains("ingest.new_tokens_per_minute"), "\(refused.text)")
             #expect(try await client.put(Self.game, known, json: #"{"user": "alice"}"#).status == .ok, "a known token still updates")
+            // A Live Activity token for a device the registry does not hold is charged too; for a
+            // known device it is not.
+            let madeUp = TestTokens.random()
+            let activity = try await client.client.execute(
+                uri: "/v1/apps/\(Self.game)/devices/\(madeUp)/push-to-start/MatchAttributes", method: .put,
+                headers: [.authorization: "Bearer \(HTTPIngestHarness.gameKeys[0])", .contentType: "application/json"],
+                body: ByteBuffer(string: #"{"push_token": "\#(TestTokens.random())"}"#))
+            #expect(activity.status == .tooManyRequests, "a made-up device's activity token: \(activity.status)")
+            let knownActivity = try await client.client.execute(
+                uri: "/v1/apps/\(Self.game)/devices/\(known)/push-to-start/MatchAttributes", method: .put,
+                headers: [.authorization: "Bearer \(HTTPIngestHarness.gameKeys[0])", .contentType: "application/json"],
+                body: ByteBuffer(string: #"{"push_token": "\#(TestTokens.random())"}"#))
+            #expect(knownActivity.status == .created, "a known device's activity token: \(knownActivity.status)")
             // The client's own budget (30) over both apps: what the game spent counts, so the shop
             // gets the rest and then a refusal naming the client's budget.
             var shopAccepted = 0
