@@ -84,7 +84,9 @@ public func buildConsoleApplication(
 
     return Application(
         router: router,
-        server: RequestHeadDeadline.http1(configuration: HTTP1Channel.Configuration(idleTimeout: .seconds(60)), timeout: .seconds(10)),
+        // Head and body within PUSH_CONSOLE_REQUEST_TIMEOUT_S of the first byte.
+        server: RequestHeadDeadline.http1(
+            configuration: HTTP1Channel.Configuration(idleTimeout: .seconds(60)), timeout: console.requestTimeout, includingBody: true),
         configuration: ApplicationConfiguration(
             address: .hostname(configuration.httpHost, port: configuration.httpPort), serverName: nil,
             availableConnectionsDelegate: MaximumAvailableConnections(console.maxConnections, logger: logger)),

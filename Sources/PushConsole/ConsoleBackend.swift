@@ -294,7 +294,7 @@ public struct ConsoleBackend: Sendable {
             }
             return AppState(
                 app: app.bundleID, environment: summary.environment, auth: summary.kind,
-                expiresInDays: summary.expiresAt.map { Double($0 - seconds) / 86_400 }, pausedReason: paused[app.bundleID]?.reason,
+                expiresInDays: summary.expiresAt.map { (Double($0) - Double(seconds)) / 86_400 }, pausedReason: paused[app.bundleID]?.reason,
                 pausedForMilliseconds: paused[app.bundleID]?.remaining, problems: summary.problems, warnings: summary.warnings)
         }
     }

@@ -12,6 +12,7 @@ public import PushServiceKit
 /// | `PUSH_CONSOLE_SESSION_SECRETS` | ``sessionSecrets`` | none |
 /// | `PUSH_CONSOLE_TRUSTED_PROXIES` | ``trustedProxies`` | none |
 /// | `PUSH_CONSOLE_MAX_CONNECTIONS` | ``maxConnections`` | `256` |
+/// | `PUSH_CONSOLE_REQUEST_TIMEOUT_S` | ``requestTimeout`` | `10` |
 public struct ConsoleConfiguration: Sendable, Hashable {
     /// The operators and API keys (``OperatorCredentials``).
     public var operatorsFile: String
@@ -27,9 +28,12 @@ public struct ConsoleConfiguration: Sendable, Hashable {
     /// Proxies (addresses, CIDR ranges) whose `X-Forwarded-For` names the client, for the login
     /// budget per address and the audit log.
     public var trustedProxies: TrustedProxies = .none
-    /// Connections served at once (more wait in the listen backlog); each request's head must also
-    /// arrive within 10 s of its first byte and an idle connection closes after 60 s.
+    /// Connections served at once (more wait in the listen backlog); an idle connection closes
+    /// after 60 s.
     public var maxConnections: Int = 256
+    /// How long a request (head and body) may take to arrive from its first byte: a client that
+    /// sends it a byte at a time is cut off, so slow clients cannot hold every connection.
+    public var requestTimeout: Duration = .seconds(10)
 
     public init(
         operatorsFile: String = "", sessionTTL: Duration = .seconds(8 * 3600), secureCookies: Bool = false, sessionKeysFile: String = "",
@@ -94,6 +98,9 @@ public struct ConsoleConfiguration: Sendable, Hashable {
                 "proxies whose X-Forwarded-For names the client (login budget per address, audit log)", shown: \.description,
                 parse: TrustedProxies.init(parsing:)),
             .int("PUSH_CONSOLE_MAX_CONNECTIONS", \.maxConnections, in: 1...100_000, "connections served at once; more wait in the backlog"),
+            .seconds(
+                "PUSH_CONSOLE_REQUEST_TIMEOUT_S", \.requestTimeout,
+                "seconds a request (head and body) may take to arrive from its first byte (slow clients are cut off)"),
         ])
 
     public static var keys: Set<String> { table.names }

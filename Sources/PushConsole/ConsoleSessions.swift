@@ -60,17 +60,9 @@ public struct ConsoleSessions: Sendable {
     /// The session of `cookie`, its lifetime renewed; nil when there is none (expired, logged out,
     /// older than ``maximumLifetime``).
     ///
-    /// - Throws: ``LookupError/forged`` for a value the console did not sign (it is deleted).
+    /// - Throws: ``LookupError/forged`` for a value no configured key signed. It is left in Redis:
+    ///   during a key rotation rolled out replica by replica, another replica may still verify it.
     public func find(_ cookie: String) async throws(LookupError) -> Session? {
-        do {
-            return try await lookUp(cookie)
-        } catch LookupError.forged {
-            try? await delete(cookie)
-            throw .forged
-        }
-    }
-
-    private func lookUp(_ cookie: String) async throws(LookupError) -> Session? {
         guard cookie.count == 64, cookie.allSatisfy(\.isHexDigit) else { return nil }
         var expire: RedisCommand = ["EXPIRE", key(cookie)]
         expire.append(seconds)

@@ -45,8 +45,9 @@ struct LoginThrottle: Sendable {
     static func backoffRefusal(failures: Int, lastFailure: Int64, now: Int64) -> Refusal? {
         let wait = backoff(failures: failures)
         let waitMilliseconds = wait.components.seconds * 1000
-        let elapsed = now - lastFailure
-        guard wait > .zero, elapsed >= 0, elapsed < waitMilliseconds else { return nil }
+        // `lastFailure` comes from Redis: any Int64, so the difference must not trap.
+        let (elapsed, overflow) = now.subtractingReportingOverflow(lastFailure)
+        guard wait > .zero, !overflow, elapsed >= 0, elapsed < waitMilliseconds else { return nil }
         return .backoff(retryAfter: .milliseconds(waitMilliseconds - elapsed))
     }
 

@@ -127,7 +127,7 @@ extension AppConfiguration {
         /// Whether the legacy `POST /push_token` (a username bound to a token with no credential)
         /// registers for this app, when it is the default app (`push_token`, default false).
         public var pushToken: Bool
-        /// The most Live Activity slots (and recent slot deletions) one device may hold
+        /// The most Live Activity slots one device may hold
         /// (`max_activity_slots`, default 128): a new one beyond them is refused, so an app's key
         /// cannot make one device's registry entry grow without bound.
         public var maxActivitySlots: Int

@@ -189,6 +189,6 @@ public struct IngestError: Error, Sendable, Equatable, CustomStringConvertible {
 
     /// Why a new Live Activity slot was refused on a device at its cap.
     static func slotCapMessage(_ cap: Int) -> String {
-        "holds \(cap) Live Activity slots and recent slot deletions, the app's cap (ingest.max_activity_slots); delete ended activities' tokens first"
+        "holds \(cap) Live Activity slots, the app's cap (ingest.max_activity_slots); delete ended activities' tokens first"
     }
 }

@@ -160,18 +160,23 @@ extension PushConfigurationReader {
         guard key.uppercased().contains("URL") || key.uppercased().contains("PROXY") else {
             return "<redacted>"
         }
-        // The URL parsers take everything before the *last* '@' as the credentials (a password may
-        // hold a raw '@'), so the mask runs to that '@' too; each URL of a broker list on its own.
-        guard !value.contains(",") else {
-            return value.split(separator: ",", omittingEmptySubsequences: false).map { shownValue(of: key, String($0)) }.joined(separator: ",")
+        // Each URL of a value (a broker list has several) runs from its "://" to the next one. The
+        // URL parsers take everything before its *last* '@' as the credentials (a password may hold
+        // a raw '@' or ','), so the mask runs from the user's ':' to that '@'. Not split on ',' first:
+        // a ',' may be part of a password.
+        var shown = ""
+        var rest = Substring(value)
+        while let schemeEnd = rest.range(of: "://") {
+            let next = rest[schemeEnd.upperBound...].range(of: "://")?.lowerBound ?? rest.endIndex
+            let url = rest[..<next]
+            if let at = url[schemeEnd.upperBound...].lastIndex(of: "@"), let colon = url[schemeEnd.upperBound..<at].firstIndex(of: ":") {
+                shown += url[...colon] + "***" + url[at...]
+            } else {
+                shown += url
+            }
+            rest = rest[next...]
         }
-        guard let schemeEnd = value.range(of: "://"),
-            let at = value[schemeEnd.upperBound...].lastIndex(of: "@"),
-            let colon = value[schemeEnd.upperBound..<at].firstIndex(of: ":")
-        else {
-            return value
-        }
-        return String(value[...colon]) + "***" + String(value[at...])
+        return shown + rest
     }
 }
 

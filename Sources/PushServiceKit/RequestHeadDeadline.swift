@@ -22,11 +22,14 @@ public enum RequestHeadDeadline {
         case answerEnded
     }
 
-    /// An HTTP/1 server whose connections close when a request head takes longer than `timeout`.
-    public static func http1(configuration: HTTP1Channel.Configuration, timeout: Duration) -> HTTPServerBuilder {
+    /// An HTTP/1 server whose connections close when a request head takes longer than `timeout`
+    /// from its first byte; with `includingBody`, the whole request (head and body: for a server
+    /// without a request timeout of its own, where a body sent a byte at a time would otherwise hold
+    /// the connection).
+    public static func http1(configuration: HTTP1Channel.Configuration, timeout: Duration, includingBody: Bool = false) -> HTTPServerBuilder {
         var guarded = configuration
         let others = configuration.additionalChannelHandlers
-        guarded.additionalChannelHandlers = { [HeadSignal()] + others() }
+        guarded.additionalChannelHandlers = { [HeadSignal(includingBody: includingBody)] + others() }
         let final = guarded
         return .init { responder in
             GuardedHTTP1Channel(inner: HTTP1Channel(responder: responder, configuration: final), timeout: timeout)
@@ -82,15 +85,25 @@ public enum RequestHeadDeadline {
         }
     }
 
-    /// After the decoder: tells ``RawGuard`` when a head arrived and when its answer ended.
+    /// After the decoder: tells ``RawGuard`` when a head (or, `includingBody`, the whole request)
+    /// arrived and when its answer ended.
     final class HeadSignal: ChannelDuplexHandler, RemovableChannelHandler {
         typealias InboundIn = HTTPRequestPart
         typealias InboundOut = HTTPRequestPart
         typealias OutboundIn = HTTPResponsePart
         typealias OutboundOut = HTTPResponsePart
 
+        let includingBody: Bool
+
+        init(includingBody: Bool) { self.includingBody = includingBody }
+
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-            if case .head = unwrapInboundIn(data) { context.triggerUserOutboundEvent(Event.headArrived, promise: nil) }
+            switch unwrapInboundIn(data) {
+            case .head where !includingBody, .end where includingBody:
+                context.triggerUserOutboundEvent(Event.headArrived, promise: nil)
+            default:
+                break
+            }
             context.fireChannelRead(data)
         }
 

@@ -33,7 +33,7 @@ extension TokenRegistry {
     /// - Parameters:
     ///   - defaultEnvironment: the app's, when neither the registration nor the device names one.
     ///   - now: when the registration happened (ms since 1970).
-    ///   - maxSlots: the most slots (and recent slot deletions) one device may hold; a new slot beyond
+    ///   - maxSlots: the most slots one device may hold (deletion marks give way); a new slot beyond
     ///     them is refused (``ActivityTokenUpserted/refusedAtCap``).
     public func upsertActivityToken(
         app: String, device: DeviceToken, registration: ActivityTokenRegistration, defaultEnvironment: AppConfiguration.Environment, now: Int64,
@@ -235,7 +235,7 @@ extension TokenRegistry {
     ///
     /// Returns `{2, registered_at, …}` with nothing changed when the slot's token, the token's own
     /// record or a deletion (tombstone) is newer; `{4, cap, …}` when the slot is new and the device
-    /// holds `cap` slots and deletion marks; else `{created (1/0), registered_at, user, locale,
+    /// holds `cap` live slots (deletion marks give way, the oldest first); else `{created (1/0), registered_at, user, locale,
     /// environment}` as stored.
     static let upsertActivityTokenScript = RedisScript(
         layoutFenceLua + removeActivityTokenLua + """
@@ -271,7 +271,22 @@ extension TokenRegistry {
             -- it whole stays bounded.
             local cap = tonumber(ARGV[15])
             if redis.call('HEXISTS', slots, slot) == 0 and redis.call('HLEN', slots) >= cap then
-              if redis.call('HLEN', slots) <= cap then forget_lapsed() end
+              if redis.call('HLEN', slots) <= cap then
+                forget_lapsed()
+                -- Still full: a slot deletion's mark gives way (the oldest; it only keeps a late,
+                -- older registration of that slot out), so only live slots count against the cap.
+                if redis.call('HLEN', slots) >= cap then
+                  local held = redis.call('HGETALL', slots)
+                  local oldest, oldest_at = nil, nil
+                  for i = 1, #held, 2 do
+                    if string.sub(held[i], 1, 4) == 'del:' then
+                      local marked = tonumber(held[i + 1]) or 0
+                      if not oldest_at or marked < oldest_at then oldest, oldest_at = held[i], marked end
+                    end
+                  end
+                  if oldest then redis.call('HDEL', slots, oldest) end
+                end
+              end
               if redis.call('HLEN', slots) >= cap then return {4, cap, '', '', default_env} end
             end
             local previous = redis.call('HGET', slots, slot)

@@ -70,7 +70,7 @@ extension TokenRegistry {
             local record, all = KEYS[1], KEYS[2]
             local base, token, now, user, topics_json = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
             local claim, claim_ms = ARGV[6], ARGV[7]
-            if claim ~= '' and not redis.call('SET', base .. 'once:' .. claim, '1', 'NX', 'PX', claim_ms) then return {3, 0} end
+            if claim ~= '' and redis.call('EXISTS', base .. 'once:' .. claim) == 1 then return {3, 0} end
             local at = tonumber(now)
             local gone = base .. 'gone:' .. token
             local deleted_at = tonumber(redis.call('GET', gone))
@@ -82,6 +82,8 @@ extension TokenRegistry {
               if stored[1] and tonumber(stored[1]) then registered_at = stored[1] end
               if stored[2] and tonumber(stored[2]) and tonumber(stored[2]) > at then return {2, registered_at} end
             end
+            -- Claimed only when the write happens: a registration refused above leaves it unused.
+            if claim ~= '' then redis.call('SET', base .. 'once:' .. claim, '1', 'PX', claim_ms) end
             local topics = cjson.decode(topics_json)
             local keep = {}
             for _, topic in ipairs(topics) do keep[topic] = true end

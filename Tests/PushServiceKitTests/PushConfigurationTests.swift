@@ -170,6 +170,8 @@ struct PushConfigurationTests {
         #expect(!atSign.description.contains("ss@w0rd"))
         let list = try #require(await Self.error(loading: ["PUSH_AMQP_URL": "http://a:s3cr@t@one:5672/,http://a:s3cr@t@two:5672/"]))
         #expect(!list.description.contains("s3cr"), "\(list.description)")
+        let comma = try #require(await Self.error(loading: ["PUSH_AMQP_URL": "http://u:pa,ss@rabbit:5672/"]))
+        #expect(comma.description.contains("http://u:***@rabbit:5672/") && !comma.description.contains("pa,"), "\(comma.description)")
     }
 
     // MARK: Config file

@@ -57,6 +57,14 @@ struct ActivityTokenRegistryTests {
                 registration: ActivityTokenRegistration(slot: .pushToStart(attributesType: "Type0"), pushToken: RegistryTesting.token(300)),
                 defaultEnvironment: .production, now: 3_001, maxSlots: cap)
             #expect(renewed.applied && renewed.refusedAtCap == nil, "an existing slot takes a new token at the cap")
+            // A deleted slot leaves a mark; marks give way, so the device can start a new activity.
+            #expect(try await registry.deleteActivityToken(app: app, device: device, slot: .pushToStart(attributesType: "Type1"), at: 3_002))
+            let afterDelete = try await registry.upsertActivityToken(
+                app: app, device: device,
+                registration: ActivityTokenRegistration(slot: .pushToStart(attributesType: "AfterDelete"), pushToken: RegistryTesting.token(400)),
+                defaultEnvironment: .production, now: 3_003, maxSlots: cap)
+            #expect(afterDelete.applied && afterDelete.refusedAtCap == nil, "a deletion's mark gives way to a new slot")
+            #expect(try await redis.execute("HLEN", RegistryTesting.keys(app).deviceActivities(device)).integer == Int64(cap))
         }
     }
 
