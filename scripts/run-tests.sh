@@ -41,7 +41,11 @@ if [[ -z ${FILTER:-} ]]; then
     echo "run-tests.sh: swift format lint (.swift-format)"
     bash scripts/format.sh --check || test_status=$?
 fi
-bash scripts/with-test-servers.sh swift test "${args[@]}" "$@" || test_status=$?
+# The output is kept too, so the end of the run can repeat which tests failed (a CI log may show
+# only its last lines).
+mkdir -p .local/test-logs
+swift_log=.local/test-logs/swift-test.log
+bash scripts/with-test-servers.sh swift test "${args[@]}" "$@" 2>&1 | tee "$swift_log" || test_status=$?
 
 if [[ -n ${FILTER:-} || ${PUSH_CHAOS_SMOKE:-1} == 0 ]]; then
     exit "$test_status"
@@ -64,7 +68,8 @@ for check in scripts/checks/*.sh; do
     bash "$check" --bin-dir "$BIN_DIR" || { check_status=$?; echo "run-tests.sh: $check failed (exit $check_status)" >&2; }
 done
 if ((test_status != 0)); then
-    echo "run-tests.sh: swift test failed (exit $test_status)" >&2
+    echo "run-tests.sh: swift test failed (exit $test_status); what failed (whole output in $swift_log):" >&2
+    grep -aE '(✘ Test .*(recorded an issue|failed after))|(error: )|(Fatal error)|(exited with signal)' "$swift_log" | head -40 >&2 || true
     exit "$test_status"
 fi
 if ((smoke_status != 0)); then

@@ -94,7 +94,7 @@ extension HTTPRegistrationEndpoints {
         do {
             decisions = try await rateLimiter.check([limit])
         } catch {
-            throw IngestError(.unavailable, IngestError.unavailableMessage, cause: "rate limiter: \(error)")
+            throw IngestError.rateLimiter(error)
         }
         if case .limited(let wait)? = decisions.first {
             throw IngestError(

@@ -204,7 +204,7 @@ struct HTTPRegistrationEndpoints: Sendable {
         do {
             decisions = try await rateLimiter.check(limits)
         } catch {
-            throw IngestError(.unavailable, IngestError.unavailableMessage, cause: "rate limiter: \(error)")
+            throw IngestError.rateLimiter(error)
         }
         var retryAfter: Duration?
         var scope = ""
@@ -248,7 +248,7 @@ struct HTTPRegistrationEndpoints: Sendable {
         } catch let error as RegistryError {
             throw IngestError.registry(error)
         } catch {
-            throw IngestError(.unavailable, IngestError.unavailableMessage, cause: "rate limiter: \(error)")
+            throw IngestError.rateLimiter(error)
         }
         for (decision, scope) in zip(decisions, scopes) {
             if case .limited(let wait) = decision {

@@ -1,4 +1,5 @@
 public import PushCore
+import Redis
 import TokenRegistry
 
 /// Why push-ingest refused a registration request, with everything an answer needs: the HTTP status,
@@ -159,13 +160,25 @@ public struct IngestError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The answer for a registry failure: `503` when Redis is unavailable, `500` otherwise (a corrupt
     /// record or a script error: retrying will not help, and the log has the details).
     static func registry(_ error: RegistryError) -> IngestError {
-        error.code == .unavailable
+        if error.isOutOfMemory {
+            return IngestError(.unavailable, fullMessage, cause: error.description)
+        }
+        return error.code == .unavailable
             ? IngestError(.unavailable, unavailableMessage, cause: error.description)
             : IngestError(.internal, "the token registry failed; the error has been logged", cause: error.description)
     }
 
     /// What a client hears while Redis is unreachable.
     static let unavailableMessage = "registrations are temporarily unavailable; try again later"
+
+    /// Redis is at its `maxmemory`: it refuses writes (rate limits included) until ops make room.
+    static let fullMessage = "the registry is full and takes no new registrations now; try again later"
+
+    /// The answer when the rate limiter's Redis fails: `503`, saying "full" when it is out of memory.
+    static func rateLimiter(_ error: any Error) -> IngestError {
+        let full = (error as? RedisError)?.isOutOfMemory == true
+        return IngestError(.unavailable, full ? fullMessage : unavailableMessage, cause: "rate limiter: \(error)")
+    }
 
     /// A JSON string literal: quotes, backslashes and control characters escaped.
     static func quoted(_ text: String) -> String {

@@ -46,11 +46,29 @@ public struct PushServiceRuntime: Sendable {
     /// metrics, and builds the runtime. Configuration errors name the key and stop the process.
     /// `queues` names the topology to declare (default: the contract's).
     public static func bootstrap(name: String, defaultHTTPPort: Int, queues: PushQueues = .standard) async throws -> PushServiceRuntime {
+        let (configuration, logger) = try await configure(name: name, defaultHTTPPort: defaultHTTPPort)
+        return try bootstrap(name: name, configuration: configuration, logger: logger, queues: queues)
+    }
+
+    /// The first half of ``bootstrap(name:defaultHTTPPort:queues:)``: loads the configuration and
+    /// sets up logging and metrics, connecting to nothing. A service checks the rest of its
+    /// configuration (the apps file, its own keys) between the two halves, so a bad file stops it
+    /// before any connection exists and its error is the only thing it prints.
+    public static func configure(name: String, defaultHTTPPort: Int) async throws -> (configuration: PushConfiguration, logger: Logger) {
         let configuration = try await PushConfiguration.load(defaults: PushConfiguration(httpPort: defaultHTTPPort))
         PushLogging.bootstrap(configuration)
         PushMetrics.bootstrap()
         var logger = Logger(label: name)
         logger.logLevel = configuration.logLevel
+        return (configuration, logger)
+    }
+
+    /// The second half: builds the clients (which connect once run) and arms the crash notes.
+    public static func bootstrap(
+        name: String, configuration: PushConfiguration, logger: Logger, queues: PushQueues = .standard
+    ) throws
+        -> PushServiceRuntime
+    {
         let runtime = try PushServiceRuntime(name: name, configuration: configuration, logger: logger, queues: queues)
         runtime.armCrashNotes(keyPrefix: ServiceDependencies(runtime).keyPrefix)
         return runtime

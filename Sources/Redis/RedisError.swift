@@ -61,6 +61,9 @@ public struct RedisError: Error, Sendable, CustomStringConvertible, Equatable {
         case .invalidURL, .authenticationFailed, .serverError, .protocolError, .closed: false
         }
     }
+
+    /// Redis refused a write because it is at its `maxmemory` with `noeviction`: full, not down.
+    public var isOutOfMemory: Bool { code == .serverError && message.hasPrefix("OOM") }
 }
 
 extension RedisError {

@@ -60,6 +60,9 @@ extension RegistryError {
     /// scripts' `LAYOUT` error): read the layout again and write there.
     var isLayoutRefusal: Bool { underlying?.message.hasPrefix("LAYOUT") == true }
 
+    /// Redis refused a write because it is at its `maxmemory` (`noeviction`): full, not down.
+    public var isOutOfMemory: Bool { underlying?.isOutOfMemory == true }
+
     /// Classifies a Redis client error for `operation` (e.g. `upsert of push:{app}:token:ab12…`).
     static func redis(_ error: RedisError, during operation: String, key: String) -> RegistryError {
         switch error.code {

@@ -20,9 +20,10 @@ struct PushConsoleCommand: AsyncParsableCommand {
     )
 
     func run() async throws {
-        let runtime = try await PushServiceRuntime.bootstrap(name: "push-console", defaultHTTPPort: ConsoleConfiguration.defaultHTTPPort)
+        let (configuration, logger) = try await PushServiceRuntime.configure(
+            name: "push-console", defaultHTTPPort: ConsoleConfiguration.defaultHTTPPort)
         let reader = try await PushConfigurationReader.load()
-        reader.warnAboutUnknownKeys(known: PushConfiguration.keys.union(ConsoleConfiguration.keys), logger: runtime.logger)
+        reader.warnAboutUnknownKeys(known: PushConfiguration.keys.union(ConsoleConfiguration.keys), logger: logger)
         let console = try ConsoleConfiguration(reader: reader)
         let credentials: OperatorCredentials
         do {
@@ -32,18 +33,19 @@ struct PushConsoleCommand: AsyncParsableCommand {
         }
         let sessionKeys = try console.sessionKeys()
         if sessionKeys.isEphemeral {
-            runtime.logger.warning(
+            logger.warning(
                 "no PUSH_CONSOLE_SESSION_KEYS_FILE: sessions are signed with a key made at start, so logins end when the console restarts and replicas do not share them"
             )
         }
-        let apps = try runtime.configuration.loadAppsFile()
+        let apps = try configuration.loadAppsFile()
         do {
             try credentials.check(apps: Set(apps.bundleIDs))
         } catch {
             throw ValidationError("PUSH_CONSOLE_OPERATORS_FILE: \(error)")
         }
-        for warning in credentials.warnings { runtime.logger.warning("operators file: \(warning)") }
-        let catalogs = try LocalizationCatalogs.load(directory: runtime.configuration.localizationDir)
+        for warning in credentials.warnings { logger.warning("operators file: \(warning)") }
+        let catalogs = try LocalizationCatalogs.load(directory: configuration.localizationDir)
+        let runtime = try PushServiceRuntime.bootstrap(name: "push-console", configuration: configuration, logger: logger)
         let services = try buildPushConsole(
             ServiceDependencies(runtime), configuration: runtime.configuration, console: console, credentials: credentials, sessionKeys: sessionKeys,
             apps: apps,

@@ -18,11 +18,13 @@ struct PushFeedbackCommand: AsyncParsableCommand {
     )
 
     func run() async throws {
-        let runtime = try await PushServiceRuntime.bootstrap(name: "push-feedback", defaultHTTPPort: PushConfiguration.DefaultHTTPPort.feedback)
+        let (configuration, logger) = try await PushServiceRuntime.configure(
+            name: "push-feedback", defaultHTTPPort: PushConfiguration.DefaultHTTPPort.feedback)
         let reader = try await PushConfigurationReader.load()
-        reader.warnAboutUnknownKeys(known: PushConfiguration.keys.union(FeedbackConfiguration.keys), logger: runtime.logger)
+        reader.warnAboutUnknownKeys(known: PushConfiguration.keys.union(FeedbackConfiguration.keys), logger: logger)
         let feedback = try FeedbackConfiguration(reader: reader)
-        let apps = try runtime.configuration.loadAppsFile()
+        let apps = try configuration.loadAppsFile()
+        let runtime = try PushServiceRuntime.bootstrap(name: "push-feedback", configuration: configuration, logger: logger)
         try await runtime.run(services: buildPushFeedback(ServiceDependencies(runtime), configuration: feedback, apps: apps))
     }
 }

@@ -18,11 +18,13 @@ struct PushIngestCommand: AsyncParsableCommand {
     )
 
     func run() async throws {
-        let runtime = try await PushServiceRuntime.bootstrap(name: "push-ingest", defaultHTTPPort: PushConfiguration.DefaultHTTPPort.ingest)
+        let (configuration, logger) = try await PushServiceRuntime.configure(
+            name: "push-ingest", defaultHTTPPort: PushConfiguration.DefaultHTTPPort.ingest)
         let reader = try await PushConfigurationReader.load()
-        reader.warnAboutUnknownKeys(known: PushConfiguration.keys.union(IngestConfiguration.keys), logger: runtime.logger)
+        reader.warnAboutUnknownKeys(known: PushConfiguration.keys.union(IngestConfiguration.keys), logger: logger)
         let ingest = try IngestConfiguration(reader: reader)
-        let apps = try runtime.configuration.loadAppsFile(readIngestSecrets: true)
+        let apps = try configuration.loadAppsFile(readIngestSecrets: true)
+        let runtime = try PushServiceRuntime.bootstrap(name: "push-ingest", configuration: configuration, logger: logger)
         let services = buildPushIngest(
             ServiceDependencies(runtime), configuration: runtime.configuration, ingest: ingest, apps: apps, readiness: runtime.readinessChecks
         )

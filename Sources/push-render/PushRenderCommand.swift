@@ -18,17 +18,19 @@ struct PushRenderCommand: AsyncParsableCommand {
     )
 
     func run() async throws {
-        let runtime = try await PushServiceRuntime.bootstrap(name: "push-render", defaultHTTPPort: PushConfiguration.DefaultHTTPPort.render)
+        let (configuration, logger) = try await PushServiceRuntime.configure(
+            name: "push-render", defaultHTTPPort: PushConfiguration.DefaultHTTPPort.render)
         let reader = try await PushConfigurationReader.load()
-        reader.warnAboutUnknownKeys(known: PushConfiguration.keys.union(RenderConfiguration.keys), logger: runtime.logger)
+        reader.warnAboutUnknownKeys(known: PushConfiguration.keys.union(RenderConfiguration.keys), logger: logger)
         let render = try RenderConfiguration(reader: reader)
-        let apps = try runtime.configuration.loadAppsFile()
-        let catalogs = try LocalizationCatalogs.load(directory: runtime.configuration.localizationDir, defaultLocale: render.defaultLocale)
+        let apps = try configuration.loadAppsFile()
+        let catalogs = try LocalizationCatalogs.load(directory: configuration.localizationDir, defaultLocale: render.defaultLocale)
         if catalogs.catalogs.isEmpty {
-            runtime.logger.warning(
+            logger.warning(
                 "no localisation catalogs; localize \"server\" leaves every key to the device",
-                metadata: ["push.localization_dir": "\(runtime.configuration.localizationDir)"])
+                metadata: ["push.localization_dir": "\(configuration.localizationDir)"])
         }
+        let runtime = try PushServiceRuntime.bootstrap(name: "push-render", configuration: configuration, logger: logger)
         try await runtime.run(services: buildPushRender(ServiceDependencies(runtime), configuration: render, apps: apps, catalogs: catalogs))
     }
 }

@@ -21,27 +21,24 @@ struct PushSendCommand: AsyncParsableCommand {
     func run() async throws {
         let reader = try await PushConfigurationReader.load()
         let send = try SendConfiguration(reader: reader)
-        let runtime = try await PushServiceRuntime.bootstrap(
-            name: "push-send",
-            defaultHTTPPort: PushConfiguration.DefaultHTTPPort.send,
-            queues: PushQueues(prefix: send.queuePrefix)
-        )
-        reader.warnAboutUnknownKeys(known: PushConfiguration.keys.union(SendConfiguration.keys), logger: runtime.logger)
-        if let proxy = runtime.configuration.apnsProxy {
+        let (configuration, logger) = try await PushServiceRuntime.configure(
+            name: "push-send", defaultHTTPPort: PushConfiguration.DefaultHTTPPort.send)
+        reader.warnAboutUnknownKeys(known: PushConfiguration.keys.union(SendConfiguration.keys), logger: logger)
+        if let proxy = configuration.apnsProxy {
             let parsed: APNsProxy
             do throws(APNsClientError) {
                 parsed = try APNsProxy(url: proxy)
             } catch {
                 throw ValidationError("PUSH_APNS_PROXY: \(error.message)")
             }
-            runtime.logger.info("reaching APNs through the proxy \(parsed)")
+            logger.info("reaching APNs through the proxy \(parsed)")
         }
-        let apps = try runtime.configuration.loadAppsFile(requireCredentialFiles: true)
-        for warning in apnsEndpointWarnings(
-            apps: apps, endpointOverride: runtime.configuration.apnsEndpoint, caFile: runtime.configuration.apnsCAFile)
-        {
-            runtime.logger.warning("\(warning)")
+        let apps = try configuration.loadAppsFile(requireCredentialFiles: true)
+        for warning in apnsEndpointWarnings(apps: apps, endpointOverride: configuration.apnsEndpoint, caFile: configuration.apnsCAFile) {
+            logger.warning("\(warning)")
         }
+        let runtime = try PushServiceRuntime.bootstrap(
+            name: "push-send", configuration: configuration, logger: logger, queues: PushQueues(prefix: send.queuePrefix))
         try await runtime.run(
             services: buildPushSend(ServiceDependencies(runtime), configuration: runtime.configuration, send: send, apps: apps))
     }

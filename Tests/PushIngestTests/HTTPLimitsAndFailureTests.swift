@@ -6,6 +6,7 @@ import NIOCore
 import PushCore
 import PushIngest
 import PushServiceKit
+import Redis
 import TestSupport
 import Testing
 
@@ -187,6 +188,35 @@ import Testing
             #expect(late.hasPrefix("HTTP/1.1 200"), "\(late)")
         }
         await harness.cleanUp()
+    }
+
+    /// A Redis at its maxmemory with noeviction (as every shipped deployment runs it) refuses
+    /// writes (the rate limits' too): registrations are 503 saying the registry is full, not 500, and
+    /// work again once there is room.
+    @Test func aFullRedisAnswers503SayingSo() async throws {
+        let server = TestRedis.full
+        try await server.start()
+        let harness = try await HTTPIngestHarness.make(redisURL: server.url)
+        do {
+            try await harness.run { client async throws in
+                let token = TestTokens.random()
+                #expect(try await client.put(Self.game, token, json: "{}").status == .created)
+                _ = try await harness.redis.execute("CONFIG", "SET", "maxmemory-policy", "noeviction")
+                _ = try await harness.redis.execute("CONFIG", "SET", "maxmemory", "1")
+                let refused = try await client.put(Self.game, TestTokens.random(), json: "{}")
+                #expect(refused.status == .serviceUnavailable, "\(refused.text)")
+                #expect((refused.json["message"] as? String ?? "").contains("the registry is full"), "\(refused.text)")
+                _ = try await harness.redis.execute("CONFIG", "SET", "maxmemory", "0")
+                #expect(try await client.put(Self.game, TestTokens.random(), json: "{}").status == .created, "room again")
+                #expect(try await client.get(Self.game, token).status == .ok)
+            }
+        } catch {
+            await harness.cleanUp()
+            try? await server.stop()
+            throw error
+        }
+        await harness.cleanUp()
+        try await server.stop()
     }
 
     @Test func redisStoppedAnswers503WithinTheTimeoutAndRecoversAfterRestart() async throws {

@@ -356,4 +356,6 @@ private enum RawHTTPResponse {
 /// The private Redis the outage test stops and restarts (never the shared one).
 enum TestRedis {
     static let outage = LocalServer(.redis, name: "ingest-redis-test", port: 6423)
+    /// The private Redis the full-Redis test fills (maxmemory, noeviction).
+    static let full = LocalServer(.redis, name: "ingest-redis-full-test", port: 6434)
 }
