@@ -59,9 +59,9 @@ public struct APNsBroadcast: Sendable, Equatable {
     public func validate() throws(APNsRequestError) {
         try Self.checkBundleID(bundleID)
         try Self.checkChannelID(channelID)
-        guard PushType.liveactivity.allowedPriorities.contains(priority.rawValue) else {
+        guard PushType.broadcastPriorities.contains(priority.rawValue) else {
             throw APNsRequestError(
-                field: "apns-priority", "a Live Activity broadcast takes 10 or 5 (got \(priority.rawValue)); APNs answers BadPriority")
+                field: "apns-priority", "a broadcast takes 10, 5 or 1 (got \(priority.rawValue)); APNs answers BadPriority")
         }
         guard expiration >= 0 else {
             throw APNsRequestError(field: "apns-expiration", "must be 0 or seconds since 1970 (got \(expiration)); APNs answers BadExpirationDate")
@@ -180,7 +180,7 @@ public enum APNsBroadcastOutcome: Sendable, Equatable {
 
     /// Classifies an answer. `reason` is nil for a 2xx or when APNs gave none.
     public init(status: Int, reason: APNsReason?) {
-        switch (status, reason) {
+        switch (status, reason?.canonical) {
         case (200..<300, _):
             self = .delivered
         case (_, .channelNotRegistered?), (_, .badChannelId?), (_, .missingChannelId?):

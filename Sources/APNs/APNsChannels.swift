@@ -322,7 +322,7 @@ public struct APNsChannelError: Error, Sendable, Equatable, CustomStringConverti
     private static func explain(_ reason: APNsReason, _ context: Context) -> String {
         let app = context.bundleID
         let channel = context.channelID.map { "'\($0)'" } ?? "the channel"
-        switch reason {
+        switch reason.canonical {
         case .channelNotRegistered: return "no channel \(channel) for \(app)"
         case .badChannelId: return "\(channel) is not a valid channel id"
         case .missingChannelId: return "the request named no channel"

@@ -99,6 +99,11 @@ public struct APNsClientConfiguration: Sendable {
     public var providerTokenRefreshAge: Duration = .seconds(40 * 60)
     /// The clock provider tokens are issued by (seconds since 1970); tests move it.
     public var providerTokenClock: @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970) }
+    /// Each connection opens at most this often, however its last one ended: Apple treats rapid
+    /// connect/disconnect cycles as a denial-of-service attack. Failures add the backoff on top.
+    public var minimumConnectInterval: Duration = .seconds(1)
+    /// Called for every GOAWAY APNs sends (on a connection thread: keep it short), e.g. to count them.
+    public var onGoaway: (@Sendable (APNsGoaway) -> Void)?
 
     public init(endpoint: APNsEndpoint, credentials: APNsCredentials, caFile: String? = nil) {
         self.endpoint = endpoint

@@ -29,6 +29,10 @@ struct APNsHTTPRequest: Sendable {
     }
 
     /// The request headers, in the order they are sent (pseudo-headers first).
+    /// Headers whose values change from request to request: sent without entering the HPACK table
+    /// (Apple asks this of `apns-id`, `apns-expiration` and `apns-collapse-id`; a request id is alike).
+    static let unindexedHeaderNames: Set<String> = ["apns-id", "apns-expiration", "apns-collapse-id", "apns-request-id"]
+
     func headerFields(authority: String, authorization: String?) -> [(name: String, value: String)] {
         var fields: [(name: String, value: String)] = [
             (":method", method),

@@ -15,9 +15,10 @@ extension APNsNotification {
         block.add("apns-push-type", pushType.rawValue)
         block.add("apns-priority", decimal: priority.rawValue)
         if let authorization { block.add("authorization", authorization) }
-        if let expiration { block.add("apns-expiration", decimal: Int(expiration)) }
-        if let collapseID { block.add("apns-collapse-id", collapseID) }
-        if let apnsID { block.add("apns-id", apnsID.uuidString.lowercased()) }
+        // Values that change from request to request stay out of the HPACK table, as Apple asks.
+        if let expiration { block.add("apns-expiration", decimal: Int(expiration), indexed: false) }
+        if let collapseID { block.add("apns-collapse-id", collapseID, indexed: false) }
+        if let apnsID { block.add("apns-id", apnsID.uuidString.lowercased(), indexed: false) }
         block.add("content-type", "application/json")
         block.add("content-length", decimal: payload.count)
     }

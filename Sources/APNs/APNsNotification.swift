@@ -45,6 +45,12 @@ public struct APNsNotification: Sendable, Equatable {
         if pushType != .mdm, !pushType.topicSuffix.isEmpty, !topic.hasSuffix(pushType.topicSuffix) {
             throw APNsRequestError(field: "apns-topic", "'\(topic)' must end in '\(pushType.topicSuffix)' for push type \(pushType)")
         }
+        guard pushType.allowedPriorities.contains(priority.rawValue) else {
+            throw APNsRequestError(
+                field: "apns-priority",
+                "\(priority.rawValue) is not allowed for push type \(pushType) (use \(pushType.allowedPriorities.map(String.init).joined(separator: " or "))); APNs answers BadPriority"
+            )
+        }
         if let collapseID, collapseID.utf8.count > 64 {
             throw APNsRequestError(field: "apns-collapse-id", "must be at most 64 bytes (got \(collapseID.utf8.count))")
         }

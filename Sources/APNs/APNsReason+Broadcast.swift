@@ -6,6 +6,8 @@ extension APNsReason {
     // 400
     /// The app's Broadcast capability is not enabled (developer.apple.com, the App ID).
     public static let featureNotEnabled = APNsReason("FeatureNotEnabled")
+    /// How APNs spells ``featureNotEnabled`` in its answers to broadcasts (as independent clients report).
+    public static let broadcastFeatureNotEnabled = APNsReason("BroadcastFeatureNotEnabled")
     /// The request named no channel: `apns-channel-id` is missing.
     public static let missingChannelId = APNsReason("MissingChannelId")
     /// `apns-channel-id` is not properly encoded (base64), or longer than allowed.

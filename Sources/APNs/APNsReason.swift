@@ -33,6 +33,8 @@ public struct APNsReason: Sendable, Hashable, CustomStringConvertible {
     public static let missingProviderToken = APNsReason("MissingProviderToken")
     public static let unrelatedKeyIdInToken = APNsReason("UnrelatedKeyIdInToken")
     public static let badEnvironmentKeyIdInToken = APNsReason("BadEnvironmentKeyIdInToken")
+    /// How APNs spells ``badEnvironmentKeyIdInToken`` in its answers (as independent clients report).
+    public static let badEnvironmentKeyInToken = APNsReason("BadEnvironmentKeyInToken")
     // 404, 405
     public static let badPath = APNsReason("BadPath")
     public static let methodNotAllowed = APNsReason("MethodNotAllowed")
@@ -46,6 +48,22 @@ public struct APNsReason: Sendable, Hashable, CustomStringConvertible {
     public static let internalServerError = APNsReason("InternalServerError")
     public static let serviceUnavailable = APNsReason("ServiceUnavailable")
     public static let shutdown = APNsReason("Shutdown")
+
+    /// Apple's tables and APNs' answers spell a few reasons differently: the answer's spelling →
+    /// the table's. Classifications switch on ``canonical``, so both spellings mean the same.
+    static let spellings: [String: APNsReason] = [
+        "BadEnvironmentKeyInToken": .badEnvironmentKeyIdInToken,
+        "BroadcastFeatureNotEnabled": .featureNotEnabled,
+    ]
+
+    /// This reason as Apple's table spells it (itself unless APNs is known to spell it otherwise).
+    public var canonical: APNsReason { Self.spellings[rawValue] ?? self }
+
+    /// Whether the reason is in one of Apple's tables (in either spelling).
+    public static func isDocumented(_ reason: APNsReason) -> Bool {
+        let canonical = reason.canonical
+        return documented.contains { $0.reason == canonical } || documentedForBroadcast.contains { $0.reason == canonical }
+    }
 
     /// Every documented reason with the status APNs answers it with.
     public static let documented: [(reason: APNsReason, status: Int)] = [
@@ -78,7 +96,7 @@ public enum APNsOutcome: Sendable, Equatable {
 
     /// Classifies an answer. `reason` is nil for a 200 or when APNs gave none.
     public init(status: Int, reason: APNsReason?, timestamp: Int64?) {
-        switch (status, reason) {
+        switch (status, reason?.canonical) {
         case (200, _):
             self = .delivered
         case (410, _), (_, .badDeviceToken?), (_, .deviceTokenNotForTopic?):

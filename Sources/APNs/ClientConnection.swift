@@ -89,6 +89,8 @@ final class ClientConnection: @unchecked Sendable {
     /// The `:authority` of every request, and one header block refilled for each request.
     private let authority: String
     private var headers = HTTP2HeaderBlock(bytes: 1024, fields: 16)
+    /// The `iat` of the provider token this connection sent last (a GOAWAY calling it expired retires it).
+    private var lastTokenIssuedAt: Int64?
 
     init(index: Int, shared: ClientShared) {
         self.index = index
@@ -106,6 +108,7 @@ final class ClientConnection: @unchecked Sendable {
             shutdownGrace: min(configuration.requestTimeout.nanoseconds, 10_000_000_000)
         )
         decisions.streamCeiling = Self.streamCeiling
+        decisions.minimumConnectInterval = configuration.minimumConnectInterval.nanoseconds
         machine = ClientConnectionStateMachine(configuration: decisions)
     }
 
@@ -135,7 +138,9 @@ final class ClientConnection: @unchecked Sendable {
                 case .exit:
                     return
                 case .closeAndExit:
-                    finishClosing(machine.closed(), lostBecause: APNsClientError(.connectionLost, "the client shut down before APNs answered"))
+                    finishClosing(
+                        machine.closed(now: now, random: Double.random(in: 0...1)),
+                        lostBecause: APNsClientError(.connectionLost, "the client shut down before APNs answered"))
                     return
                 }
             }
@@ -298,8 +303,11 @@ final class ClientConnection: @unchecked Sendable {
             // The hot path: the connection's reused header block, fields written straight as bytes.
             notification.addHeaders(to: &headers, authority: authority, authorization: authorization?.value)
         case .http(let httpRequest):
-            for field in httpRequest.headerFields(authority: authority, authorization: authorization?.value) { headers.add(field.name, field.value) }
+            for field in httpRequest.headerFields(authority: authority, authorization: authorization?.value) {
+                headers.add(field.name, field.value, indexed: !APNsHTTPRequest.unindexedHeaderNames.contains(field.name))
+            }
         }
+        lastTokenIssuedAt = authorization?.issuedAt ?? lastTokenIssuedAt
         let streamID = session.submitRequest(&headers, hasBody: !request.body.isEmpty)
         guard streamID > 0 else {
             logger.debug("nghttp2 took no more streams", metadata: ["http2.error": "\(http2ErrorText(Int(streamID)))"])
@@ -393,7 +401,9 @@ final class ClientConnection: @unchecked Sendable {
             flush()
             transport.tls.sendCloseNotify()
         }
-        finishClosing(machine.closed(), lostBecause: APNsClientError(.connectionLost, "the connection closed"))
+        finishClosing(
+            machine.closed(now: monotonicNanoseconds(), random: Double.random(in: 0...1)),
+            lostBecause: APNsClientError(.connectionLost, "the connection closed"))
     }
 
     private func finishClosing(_ closing: ClientConnectionStateMachine<Stream>.Closing, lostBecause error: APNsClientError) {
@@ -499,13 +509,20 @@ extension ClientConnection: HTTP2SessionDelegate {
         case .ping(ack: true):
             machine.pingAcknowledged()
         case .goaway(let lastStreamID, let errorCode, let debugData):
-            machine.goawayReceived(lastStreamID: lastStreamID)
+            let goaway = APNsGoaway(errorCode: errorCode, debugData: debugData)
+            machine.goawayReceived(lastStreamID: lastStreamID, goaway)
+            if goaway.retiresProviderToken, let tokens = shared.tokens, let issuedAt = lastTokenIssuedAt {
+                // The next connection signs with a new token (unless this one is too young to replace).
+                _ = tokens.expired(usedIssuedAt: issuedAt)
+            }
             logger.log(
-                level: errorCode == HTTP2ErrorCode.noError ? .debug : .warning, "APNs sent GOAWAY",
+                level: goaway.isError ? .warning : .debug, "APNs sent GOAWAY",
                 metadata: [
-                    "http2.last_stream_id": "\(lastStreamID)", "http2.error_code": "\(errorCode)", "apns.reason": "\(debugData)",
+                    "http2.last_stream_id": "\(lastStreamID)", "http2.error_code": "\(errorCode)",
+                    "apns.reason": "\(goaway.reason.map(\.rawValue) ?? "")", "apns.reconnect": "\(goaway.isError ? "after backoff" : "when needed")",
                 ]
             )
+            shared.configuration.onGoaway?(goaway)
         default:
             break
         }
@@ -530,6 +547,7 @@ extension ClientConnection: HTTP2SessionDelegate {
         case .lost(let stream, let reason):
             stream.request.complete(.failure(APNsClientError(.connectionLost, reason)))
         case .answered(let stream):
+            machine.answered(status: stream.status!)
             let answer = APNsAnswer(
                 status: stream.status!, apnsID: stream.apnsID, apnsUniqueID: stream.apnsUniqueID, apnsRequestID: stream.apnsRequestID,
                 apnsChannelID: stream.apnsChannelID, body: stream.body, roundTrip: .nanoseconds(Int64(monotonicNanoseconds() &- stream.openedAt))

@@ -11,6 +11,13 @@ protocol ClientStream {
 /// what becomes of each stream when it closes, when to PING, when to give up on a silent server, when
 /// to close (GOAWAY, idle, out of stream ids, shutdown) and when to connect again (``Backoff/apns``).
 ///
+/// Reconnecting never becomes a loop: a connection opens at most once per
+/// ``Configuration/minimumConnectInterval``, and after a failure (a lost connection, an error GOAWAY)
+/// the wait grows with each failure until a connection proves itself (APNs answers one of its
+/// notifications with something other than a 403, 429 or 5xx, or it stays up for
+/// ``Configuration/provenAfter``). A server that accepts the handshake and then sends GOAWAY at once
+/// therefore costs one attempt every few seconds, not one every few milliseconds.
+///
 /// It owns the stream table (`Stream` is the driver's per-stream object) and returns what to do;
 /// the driver (``ClientConnection``) owns the socket, TLS and nghttp2 and carries the actions out.
 /// Time is passed in as monotonic nanoseconds, so every rule is tested without a socket or a clock.
@@ -33,6 +40,10 @@ struct ClientConnectionStateMachine<Stream: ClientStream> {
         /// Never more streams than this, whatever the server allows.
         var streamCeiling = 1000
         var backoff = Backoff.apns
+        /// Connections of this slot open at most this often, whatever closed the last one.
+        var minimumConnectInterval: UInt64 = 1_000_000_000
+        /// A connection up this long counts as working: the failures before it are forgotten.
+        var provenAfter: UInt64 = 60_000_000_000
 
         init(pingTimeout: UInt64, pingInterval: UInt64, idleTimeout: UInt64, shutdownGrace: UInt64) {
             self.pingTimeout = pingTimeout
@@ -88,8 +99,13 @@ struct ClientConnectionStateMachine<Stream: ClientStream> {
     private var lastActiveAt: UInt64 = 0
     private var pingSentAt: UInt64?
     private var nextTimersAt: UInt64 = 0
+    /// Failures since a connection last proved itself: the backoff's exponent.
     private(set) var failedConnects = 0
     private(set) var nextConnectAt: UInt64 = 0
+    /// When the current (or last) connection opened; nil before the first.
+    private var connectedAt: UInt64?
+    /// The GOAWAY the current connection received, if any.
+    private(set) var goaway: APNsGoaway?
     private(set) var shutdownDeadline: UInt64?
 
     init(configuration: Configuration) {
@@ -103,13 +119,15 @@ struct ClientConnectionStateMachine<Stream: ClientStream> {
         !isConnected && shutdownDeadline == nil && now >= nextConnectAt
     }
 
+    /// A connection is up. The failures before it still count until it proves itself.
     mutating func connected(now: UInt64) {
         isConnected = true
         settingsReceived = false
         remoteStreamLimit = 1
         goawayLastStreamID = nil
+        goaway = nil
         pingSentAt = nil
-        failedConnects = 0
+        connectedAt = now
         lastReceivedAt = now
         lastActiveAt = now
         nextTimersAt = now + configuration.timerInterval
@@ -117,10 +135,26 @@ struct ClientConnectionStateMachine<Stream: ClientStream> {
 
     /// Connecting failed: returns the wait before the next attempt (``Backoff/apns``).
     mutating func connectFailed(now: UInt64, random: Double) -> UInt64 {
-        failedConnects += 1
-        let delay = configuration.backoff.delay(afterFailures: failedConnects - 1, random: random).nanoseconds
-        nextConnectAt = now + delay
-        return delay
+        scheduleReconnect(now: now, random: random, failed: true)
+        return nextConnectAt - now
+    }
+
+    /// Sets ``nextConnectAt``: after the backoff when `failed` (one more failure), and never sooner
+    /// than ``Configuration/minimumConnectInterval`` after the last connection opened.
+    private mutating func scheduleReconnect(now: UInt64, random: Double, failed: Bool) {
+        var at: UInt64 = 0
+        if failed {
+            failedConnects += 1
+            at = now + configuration.backoff.delay(afterFailures: failedConnects - 1, random: random).nanoseconds
+        }
+        if let connectedAt { at = max(at, connectedAt + configuration.minimumConnectInterval) }
+        nextConnectAt = at
+    }
+
+    /// APNs answered a notification on this connection: unless the answer is one a broken credential,
+    /// throttling or an unwell server gives (403, 429, 5xx), the connection works.
+    mutating func answered(status: Int) {
+        if status != 403, status != 429, status < 500 { failedConnects = 0 }
     }
 
     // MARK: Streams
@@ -195,9 +229,11 @@ struct ClientConnectionStateMachine<Stream: ClientStream> {
         pingSentAt = nil
     }
 
-    /// GOAWAY: nothing above `lastStreamID` is processed; the connection closes once the rest answered.
-    mutating func goawayReceived(lastStreamID: Int32) {
+    /// GOAWAY: nothing above `lastStreamID` is processed; the connection closes once the rest answered
+    /// (or APNs closes it), and an error GOAWAY (``APNsGoaway/isError``) makes the next connection wait.
+    mutating func goawayReceived(lastStreamID: Int32, _ goaway: APNsGoaway) {
         goawayLastStreamID = min(goawayLastStreamID ?? Int32.max, lastStreamID)
+        if self.goaway == nil || goaway.isError { self.goaway = goaway }
     }
 
     // MARK: Timers
@@ -209,6 +245,7 @@ struct ClientConnectionStateMachine<Stream: ClientStream> {
     mutating func runTimers(now: UInt64, queueIsEmpty: Bool) -> [Action] {
         guard isConnected else { return [] }
         nextTimersAt = now + configuration.timerInterval
+        if failedConnects > 0, goaway == nil, let connectedAt, now &- connectedAt >= configuration.provenAfter { failedConnects = 0 }
         var actions: [Action] = []
         let expired = streams.filter { $0.value.deadline <= now }.keys.sorted()
         for streamID in expired {
@@ -235,18 +272,21 @@ struct ClientConnectionStateMachine<Stream: ClientStream> {
 
     // MARK: Closing
 
-    /// The connection failed: splits its streams and schedules the next attempt after the backoff.
+    /// The connection failed: splits its streams and schedules the next attempt after the backoff
+    /// (unless APNs said it was closing routinely, with a GOAWAY for `Shutdown` or `IdleTimeout`).
     mutating func connectionLost(now: UInt64, random: Double) -> Closing {
+        let failed = goaway?.isError ?? true
         let closing = close()
-        failedConnects += 1
-        nextConnectAt = now + configuration.backoff.delay(afterFailures: failedConnects - 1, random: random).nanoseconds
+        scheduleReconnect(now: now, random: random, failed: failed)
         return closing
     }
 
-    /// Closed on purpose (GOAWAY, idle, shutdown): the next request may connect at once.
-    mutating func closed() -> Closing {
+    /// Closed with every stream settled (GOAWAY, idle, out of stream ids, shutdown): the next request
+    /// may connect after the floor, or after the backoff when the GOAWAY was an error.
+    mutating func closed(now: UInt64, random: Double) -> Closing {
+        let failed = goaway?.isError ?? false
         let closing = close()
-        nextConnectAt = 0
+        scheduleReconnect(now: now, random: random, failed: failed)
         return closing
     }
 
@@ -264,6 +304,7 @@ struct ClientConnectionStateMachine<Stream: ClientStream> {
         isConnected = false
         settingsReceived = false
         goawayLastStreamID = nil
+        goaway = nil
         pingSentAt = nil
         return closing
     }

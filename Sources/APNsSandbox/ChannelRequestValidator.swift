@@ -1,6 +1,7 @@
 import APNs
 
 import enum PushCore.JSONValue
+import struct PushCore.PushType
 
 /// The paths of Apple's broadcast APIs. Apple serves channel management on its own hosts and ports
 /// (`api-manage-broadcast[.sandbox].push.apple.com:2196|2195`) and broadcasts on the push hosts;
@@ -68,7 +69,7 @@ public enum ChannelValidation: Sendable, Equatable {
 ///    `BadRequestParams`, no `push-type` 400 `MissingPushType`, other than `LiveActivity` 400
 ///    `InvalidPushType`.
 /// 8. Broadcast: `apns-push-type` present (400 `MissingPushType`) and `liveactivity` in any case
-///    (Apple's pages spell it three ways), else 400 `InvalidPushType`; `apns-priority` 10 or 5
+///    (Apple's pages spell it three ways), else 400 `InvalidPushType`; `apns-priority` 10, 5 or 1
 ///    (absent: 10; ActivityKit's channel updates take no other), else 400 `BadPriority`;
 ///    `apns-expiration` a non-negative integer (absent: 0), else 400 `BadExpirationDate`, and 0 on a
 ///    No Message Stored channel ("Providing a nonzero expiration for a channel created with the No
@@ -205,7 +206,7 @@ public enum ChannelRequestValidator {
         }
         guard let pushType = request.value(of: "apns-push-type") else { return .rejected(PushRejection(400, .missingPushType)) }
         guard pushType.lowercased() == APNsBroadcast.pushTypeHeader else { return .rejected(PushRejection(400, .invalidPushType)) }
-        if let priority = request.value(of: "apns-priority"), priority != "10", priority != "5" {
+        if let priority = request.value(of: "apns-priority"), !PushType.broadcastPriorities.contains(where: { "\($0)" == priority }) {
             return .rejected(PushRejection(400, .badPriority))
         }
         if let expiration = request.value(of: "apns-expiration") {

@@ -17,6 +17,7 @@ public enum HTTP2Frame: Equatable {
 /// HTTP/2 error codes used here (RFC 9113 §7).
 public enum HTTP2ErrorCode {
     public static let noError: UInt32 = NGHTTP2_NO_ERROR.rawValue
+    public static let protocolError: UInt32 = NGHTTP2_PROTOCOL_ERROR.rawValue
     public static let refusedStream: UInt32 = NGHTTP2_REFUSED_STREAM.rawValue
     public static let cancel: UInt32 = NGHTTP2_CANCEL.rawValue
 }
@@ -47,9 +48,12 @@ extension HTTP2SessionDelegate {
 /// Header fields for one HEADERS frame, packed in one buffer (no allocation per field). A block can
 /// be emptied with ``removeAll()`` and filled again: one block serves request after request without
 /// allocating.
+///
+/// A field added with `indexed: false` is sent as a literal never added to the HPACK dynamic table
+/// (a value that differs per request, such as an id, would only push the useful entries out).
 public struct HTTP2HeaderBlock {
     private var text: [UInt8] = []
-    private var ranges: [(name: Range<Int>, value: Range<Int>)] = []
+    private var ranges: [(name: Range<Int>, value: Range<Int>, indexed: Bool)] = []
     /// nghttp2's view of the fields, rebuilt for each submit in storage kept across submits.
     private var nameValues: [nghttp2_nv] = []
 
@@ -69,18 +73,23 @@ public struct HTTP2HeaderBlock {
         }
     }
 
+    /// The names of the fields added with `indexed: false`, in order.
+    public var unindexedNames: [String] {
+        ranges.filter { !$0.indexed }.map { String(decoding: text[$0.name], as: UTF8.self) }
+    }
+
     /// Forgets every field, keeping the storage.
     public mutating func removeAll() {
         text.removeAll(keepingCapacity: true)
         ranges.removeAll(keepingCapacity: true)
     }
 
-    public mutating func add(_ name: String, _ value: String) {
+    public mutating func add(_ name: String, _ value: String, indexed: Bool = true) {
         let nameStart = text.count
         append(name)
         let valueStart = text.count
         append(value)
-        ranges.append((nameStart..<valueStart, valueStart..<text.count))
+        ranges.append((nameStart..<valueStart, valueStart..<text.count, indexed))
     }
 
     /// Adds a field whose value is `prefix` followed by `value` (a path and an id), without joining
@@ -91,11 +100,11 @@ public struct HTTP2HeaderBlock {
         let valueStart = text.count
         append(prefix)
         append(value)
-        ranges.append((nameStart..<valueStart, valueStart..<text.count))
+        ranges.append((nameStart..<valueStart, valueStart..<text.count, true))
     }
 
     /// Adds a field whose value is `value` in decimal, without formatting a string.
-    public mutating func add(_ name: String, decimal value: Int) {
+    public mutating func add(_ name: String, decimal value: Int, indexed: Bool = true) {
         let nameStart = text.count
         append(name)
         let valueStart = text.count
@@ -106,7 +115,7 @@ public struct HTTP2HeaderBlock {
             magnitude /= 10
         } while magnitude > 0
         text[(value < 0 ? valueStart + 1 : valueStart)...].reverse()
-        ranges.append((nameStart..<valueStart, valueStart..<text.count))
+        ranges.append((nameStart..<valueStart, valueStart..<text.count, indexed))
     }
 
     /// Appends a string's UTF-8 bytes in one copy (iterating `utf8` goes byte by byte).
@@ -131,7 +140,8 @@ public struct HTTP2HeaderBlock {
                 nameValues.append(
                     nghttp2_nv(
                         name: base + range.name.lowerBound, value: base + range.value.lowerBound,
-                        namelen: range.name.count, valuelen: range.value.count, flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue)
+                        namelen: range.name.count, valuelen: range.value.count,
+                        flags: UInt8(range.indexed ? NGHTTP2_NV_FLAG_NONE.rawValue : NGHTTP2_NV_FLAG_NO_INDEX.rawValue)
                     )
                 )
             }
@@ -233,6 +243,9 @@ public final class HTTP2Session {
     public var remoteMaximumConcurrentStreams: Int {
         Int(nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS))
     }
+
+    /// Bytes in this side's HPACK encoder table (what the headers it sent added to the dynamic table).
+    public var encoderTableSize: Int { Int(nghttp2_session_get_hd_deflate_dynamic_table_size(session)) }
 
     // MARK: Submitting frames
 

@@ -1,5 +1,6 @@
 public import APNs
 public import Logging
+import Metrics
 import PushCore
 public import PushServiceKit
 
@@ -13,7 +14,7 @@ extension APNsClientPool {
             var logger = logger
             logger[metadataKey: "push.app"] = "\(app.bundleID)"
             logger[metadataKey: "push.environment"] = "\(environment.rawValue)"
-            let clientConfiguration = try APNsClientConfiguration.forApp(
+            var clientConfiguration = try APNsClientConfiguration.forApp(
                 app,
                 environment: environment,
                 endpointOverride: configuration.apnsEndpoint,
@@ -21,6 +22,11 @@ extension APNsClientPool {
                 proxy: try configuration.apnsProxy.map { try APNsProxy(url: $0) },
                 send: send
             )
+            let bundleID = app.bundleID
+            clientConfiguration.onGoaway = { goaway in
+                // Rare (APNs closes a connection every few hours at most): a handle per GOAWAY is cheap.
+                Counter(label: "push_send_apns_goaways_total", dimensions: [("app", bundleID), ("reason", goaway.metricLabel)]).increment()
+            }
             return try APNsClient(configuration: clientConfiguration, logger: logger)
         }
     }

@@ -61,8 +61,15 @@ public struct DecodedSendBatch: Sendable {
         guard let priority = APNsPriority(rawValue: batch.priority) else {
             throw SendBatchError(field: "priority", "must be 10, 5 or 1, got \(batch.priority)")
         }
+        let allowedPriorities = pushType.allowedPriorities(broadcast: batch.channel != nil)
+        guard allowedPriorities.contains(batch.priority) else {
+            throw SendBatchError(
+                field: "priority",
+                "must be \(allowedPriorities.map(String.init).joined(separator: " or ")) for \(pushType) \(batch.channel != nil ? "broadcasts" : "pushes"), got \(batch.priority)"
+            )
+        }
         if let channel = batch.channel {
-            // A broadcast: one request on the channel, no tokens (Apple: update and end only, priority 10 or 5).
+            // A broadcast: one request on the channel, no tokens (Apple: update and end only).
             guard channel.utf8.count <= Self.maximumChannelIDLength, PushCore.PushRequest.isWellFormedChannelID(channel) else {
                 throw SendBatchError(field: "channel", "must be a channel id as APNs made it: base64, 1–\(Self.maximumChannelIDLength) bytes")
             }
@@ -70,7 +77,6 @@ public struct DecodedSendBatch: Sendable {
             guard pushType == .liveactivity else {
                 throw SendBatchError(field: "push_type", "must be liveactivity for a broadcast, got \"\(batch.pushType)\"")
             }
-            guard priority != .low else { throw SendBatchError(field: "priority", "must be 10 or 5 for a broadcast, got 1") }
         } else {
             guard !batch.tokens.isEmpty else { throw SendBatchError(field: "tokens", "must hold at least one token") }
         }

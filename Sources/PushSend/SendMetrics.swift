@@ -17,6 +17,8 @@ import Synchronization
 ///   place in the send window, or for APNs);
 /// - `push_send_apns_latency_seconds`: a histogram of APNs' answer times;
 /// - `push_send_open_connections`: HTTP/2 connections open to APNs (all apps);
+/// - `push_send_apns_goaways_total{app,reason}`: GOAWAYs APNs sent, by the reason in the frame
+///   (a documented reason, `none`, or `other`; ``APNs/APNsGoaway/metricLabel``);
 /// - `push_send_batches_total{outcome}`: batches settled: `acked`, `requeued` (broker trouble or
 ///   shutdown), `invalid` (dead-lettered as unreadable), `paused` (republished while their app was paused);
 /// - `push_send_credential_failures_total{app}` and `push_send_app_paused{app}` (1 while paused);

@@ -3,6 +3,8 @@ import ArgumentParser
 import Foundation
 import Logging
 
+import struct PushCore.PushType
+
 extension PushctlCommand {
     /// `pushctl channel create|get|delete|list|send`: iOS 18 broadcast channels through APNs'
     /// channel-management API, and one broadcast on a channel — for setting up and checking a Live
@@ -160,7 +162,7 @@ extension PushctlCommand {
                 help: "A file holding the JSON payload (- reads stdin), e.g. {\"aps\":{\"timestamp\":…,\"event\":\"update\",\"content-state\":{…}}}.")
             var payloadFile: String
 
-            @Option(help: "apns-priority: 10 or 5 (the only ones a Live Activity broadcast takes).")
+            @Option(help: "apns-priority: 10, 5 or 1.")
             var priority: Int = 10
 
             @Option(help: "apns-expiration: seconds since 1970 until which APNs keeps the update (Most Recent Message Stored channels); 0 = once.")
@@ -168,7 +170,9 @@ extension PushctlCommand {
 
             func run() async throws {
                 let requestID = try common.uuid()
-                guard let priority = APNsPriority(rawValue: priority) else { throw ValidationError("--priority must be 10 or 5 (got \(priority))") }
+                guard PushType.broadcastPriorities.contains(priority), let priority = APNsPriority(rawValue: priority) else {
+                    throw ValidationError("--priority must be 10, 5 or 1 (got \(priority))")
+                }
                 let payload: Data
                 if payloadFile == "-" {
                     payload = FileHandle.standardInput.readDataToEndOfFile()

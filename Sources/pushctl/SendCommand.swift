@@ -61,7 +61,10 @@ extension PushctlCommand {
         )
         var pushType: String?
 
-        @Option(help: "apns-priority: 10, 5 or 1 (default: 5 for background pushes, else 10).")
+        @Option(
+            help:
+                "apns-priority: 10, 5 or 1; background pushes take only 5, Live Activity updates 10 or 5 (default: 5 for background pushes, else 10)."
+        )
         var priority: Int?
 
         @Option(help: "apns-expiration: seconds since 1970 until which APNs retries; 0 = once.")
@@ -210,8 +213,12 @@ extension PushctlCommand {
         }
 
         private func resolvedPriority(pushType: PushType) throws -> APNsPriority {
-            guard let priority else { return pushType == .background ? .conserveEnergy : .immediate }
-            guard let known = APNsPriority(rawValue: priority) else { throw ValidationError("--priority must be 10, 5 or 1 (got \(priority))") }
+            let allowed = pushType.allowedPriorities
+            guard let priority else { return APNsPriority(rawValue: pushType.defaultPriority) ?? .immediate }
+            guard allowed.contains(priority), let known = APNsPriority(rawValue: priority) else {
+                throw ValidationError(
+                    "--priority must be \(allowed.map(String.init).joined(separator: " or ")) for push type \(pushType) (got \(priority))")
+            }
             return known
         }
     }

@@ -25,13 +25,14 @@ import Testing
             $0.storagePolicy = .mostRecentMessageStored
         }.validate()
         try broadcast { $0.storagePolicy = .noMessageStored }.validate()
+        // Apple's broadcast page names high, medium and low priorities.
+        for priority in APNsPriority.allCases { try broadcast { $0.priority = priority }.validate() }
         try broadcast { $0.payload = Array(repeating: 32, count: APNsBroadcast.maximumPayloadSize) }.validate()
         #expect(APNsBroadcast.maximumPayloadSize == 5120)
     }
 
     @Test func whatAPNsWouldRefuseIsRefusedWithTheFieldAndReason() {
         let cases: [(APNsBroadcast, String, String)] = [
-            (broadcast { $0.priority = .low }, "apns-priority", "BadPriority"),
             (broadcast { $0.expiration = -5 }, "apns-expiration", "BadExpirationDate"),
             (
                 broadcast {
@@ -80,6 +81,8 @@ import Testing
             (400, .invalidPushType, .permanentFailure),
             (413, .payloadTooLarge, .permanentFailure),
             (400, .featureNotEnabled, .credentialProblem),
+            // How APNs spells it in answers: the same outcome.
+            (400, .broadcastFeatureNotEnabled, .credentialProblem),
             (403, .topicMismatch, .credentialProblem),
             (403, .expiredProviderToken, .credentialProblem),
             (429, .tooManyRequests, .retry),

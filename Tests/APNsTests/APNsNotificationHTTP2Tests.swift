@@ -34,5 +34,8 @@ import Testing
         let expected = notification.headers(authority: "api.push.apple.com", authorization: authorization)
         #expect(block.fields.map(\.name) == expected.map(\.name))
         #expect(block.fields.map(\.value) == expected.map(\.value))
+        // Per-request values never enter the HPACK table; every other field may.
+        let perRequest: Set<String> = ["apns-id", "apns-expiration", "apns-collapse-id"]
+        #expect(block.unindexedNames == expected.map(\.name).filter { perRequest.contains($0) })
     }
 }

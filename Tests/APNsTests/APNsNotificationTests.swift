@@ -39,6 +39,23 @@ import Testing
         return notification
     }
 
+    /// The priorities each type takes are the push requests' rule (``PushCore/PushType/allowedPriorities``).
+    @Test(arguments: PushType.allCases.filter { $0 != .mdm })
+    func everyAllowedPriorityPassesAndNoOther(_ type: PushType) throws {
+        for priority in APNsPriority.allCases {
+            let candidate = notification {
+                $0.pushType = type
+                $0.topic = type.topic(forBundleID: "com.example.game")
+                $0.priority = priority
+            }
+            if type.allowedPriorities.contains(priority.rawValue) {
+                try candidate.validate()
+            } else {
+                #expect(throws: APNsRequestError.self, "\(type) at \(priority.rawValue)") { try candidate.validate() }
+            }
+        }
+    }
+
     @Test func aWellFormedNotificationPasses() throws {
         try notification().validate()
         try notification { $0.collapseID = String(repeating: "c", count: 64) }.validate()
@@ -52,9 +69,11 @@ import Testing
     /// One defect each, and the field APNs would name.
     enum Defect: String, CaseIterable, Sendable {
         case notHex, upperCaseToken, emptyTopic, voipTopicWithoutSuffix, longCollapseID, negativeExpiration, emptyPayload, largePayload
+        case backgroundAtPriority10, liveActivityAtPriority1
 
         var field: String {
             switch self {
+            case .backgroundAtPriority10, .liveActivityAtPriority1: "apns-priority"
             case .notHex, .upperCaseToken: "device_token"
             case .emptyTopic, .voipTopicWithoutSuffix: "apns-topic"
             case .longCollapseID: "apns-collapse-id"
@@ -73,6 +92,14 @@ import Testing
             case .negativeExpiration: notification.expiration = -1
             case .emptyPayload: notification.payload = []
             case .largePayload: notification.payload = Array(repeating: 32, count: 4097)
+            // Apple: "Using priority 10 is an error" for a background push.
+            case .backgroundAtPriority10:
+                notification.pushType = .background
+                notification.priority = .immediate
+            case .liveActivityAtPriority1:
+                notification.pushType = .liveactivity
+                notification.topic = "com.example.game.push-type.liveactivity"
+                notification.priority = .low
             }
         }
     }
@@ -128,6 +155,24 @@ import Testing
             }
         }
         #expect(APNsReason.documented.count == 32)
+    }
+
+    /// Apple's table and APNs' answers spell two reasons differently; both mean the same.
+    @Test func bothSpellingsOfAReasonClassifyTheSame() {
+        let pairs: [(answer: APNsReason, table: APNsReason, status: Int)] = [
+            (.badEnvironmentKeyInToken, .badEnvironmentKeyIdInToken, 403), (.broadcastFeatureNotEnabled, .featureNotEnabled, 400),
+        ]
+        for (answer, table, status) in pairs {
+            #expect(answer.canonical == table)
+            #expect(table.canonical == table)
+            #expect(APNsReason.isDocumented(answer) && APNsReason.isDocumented(table))
+            #expect(
+                APNsOutcome(status: status, reason: answer, timestamp: nil) == APNsOutcome(status: status, reason: table, timestamp: nil),
+                "\(answer)")
+            #expect(APNsBroadcastOutcome(status: status, reason: answer) == APNsBroadcastOutcome(status: status, reason: table), "\(answer)")
+        }
+        #expect(APNsOutcome(status: 403, reason: .badEnvironmentKeyInToken, timestamp: nil) == .credentialProblem)
+        #expect(!APNsReason.isDocumented(APNsReason("SomethingNew")))
     }
 
     @Test func statusesWithoutAKnownReasonStillClassify() {

@@ -16,6 +16,7 @@ struct ClientConnectionStateMachineTests {
     typealias Machine = ClientConnectionStateMachine<TestStream>
 
     static let second: UInt64 = 1_000_000_000
+    static let routine = APNsGoaway(errorCode: HTTP2ErrorCode.noError, reason: nil)
 
     func makeMachine(idle: UInt64 = 1800 * second) -> Machine {
         Machine(
@@ -106,12 +107,12 @@ struct ClientConnectionStateMachineTests {
             machine.opened(streamID: id, TestStream("\(id)"), deadline: .max, now: 0)
             machine.headersSent(streamID: id)
         }
-        machine.goawayReceived(lastStreamID: 3)
+        machine.goawayReceived(lastStreamID: 3, Self.routine)
         #expect(machine.room == 0)
         #expect(machine.advertisedRoom == 0)
         #expect(!machine.shouldCloseGracefully)
         // A later GOAWAY can only lower the last stream id.
-        machine.goawayReceived(lastStreamID: 5)
+        machine.goawayReceived(lastStreamID: 5, Self.routine)
         #expect(machine.goawayLastStreamID == 3)
         // Streams above the last id were not processed, even though they were sent.
         guard case .requeue = machine.streamClosed(streamID: 7, errorCode: 0) else {
@@ -122,11 +123,13 @@ struct ClientConnectionStateMachineTests {
             Issue.record("at or below the last stream: lost")
             return
         }
-        let closing = machine.closed()
+        let closing = machine.closed(now: 0, random: 0)
         #expect(closing.requeue.map(\.name) == ["5"])
         #expect(closing.lost.map(\.name) == ["1"])
         #expect(!machine.isConnected)
-        #expect(machine.mayConnect(now: 0))
+        // A routine GOAWAY: the next connection waits only for the floor since this one opened.
+        #expect(!machine.mayConnect(now: Self.second - 1))
+        #expect(machine.mayConnect(now: Self.second))
     }
 
     @Test func closesGracefullyOnceEveryStreamAfterGoawayAnswered() {
@@ -134,7 +137,7 @@ struct ClientConnectionStateMachineTests {
         let stream = TestStream("a")
         machine.opened(streamID: 1, stream, deadline: .max, now: 0)
         machine.headersSent(streamID: 1)
-        machine.goawayReceived(lastStreamID: 1)
+        machine.goawayReceived(lastStreamID: 1, Self.routine)
         #expect(!machine.shouldCloseGracefully)
         stream.isAnswered = true
         _ = machine.streamClosed(streamID: 1, errorCode: 0)
@@ -168,17 +171,121 @@ struct ClientConnectionStateMachineTests {
         #expect(machine.mayConnect(now: 100 * Self.second + 120_000_000))
     }
 
-    @Test func reconnectBackoffGrowsToTheCapAndResetsOnConnect() {
+    @Test func reconnectBackoffGrowsToTheCapAndResetsOnceAConnectionProvesItself() {
         var machine = makeMachine()
         var delays: [UInt64] = []
         for _ in 0..<8 { delays.append(machine.connectFailed(now: 0, random: 0)) }
         #expect(delays.map { $0 / 1_000_000 } == [120, 240, 480, 960, 1920, 3840, 6000, 6000])
         #expect(machine.failedConnects == 8)
+        // Connecting is not enough: a server may take the handshake and close at once.
         machine.connected(now: 0)
+        #expect(machine.failedConnects == 8)
+        // Answers of a broken credential, throttling or an unwell server prove nothing.
+        for status in [403, 429, 500, 503] { machine.answered(status: status) }
+        #expect(machine.failedConnects == 8)
+        machine.answered(status: 410)
         #expect(machine.failedConnects == 0)
-        _ = machine.connectionLost(now: 0, random: 1)
+        _ = machine.connectionLost(now: 10 * Self.second, random: 1)
         // Jitter takes up to a third off: 80 ms.
-        #expect(machine.nextConnectAt == 80_000_000)
+        #expect(machine.nextConnectAt == 10 * Self.second + 80_000_000)
+    }
+
+    @Test func aConnectionUpLongEnoughProvesItselfWithoutAnswers() {
+        var machine = makeMachine()
+        for _ in 0..<3 { _ = machine.connectFailed(now: 0, random: 0) }
+        machine.connected(now: 0)
+        _ = machine.runTimers(now: 59 * Self.second, queueIsEmpty: true)
+        #expect(machine.failedConnects == 3)
+        machine.received(now: 60 * Self.second)
+        _ = machine.runTimers(now: 60 * Self.second, queueIsEmpty: true)
+        #expect(machine.failedConnects == 0)
+    }
+
+    /// Each GOAWAY as APNs may send it: routine ones reconnect after the floor, the rest after the
+    /// backoff, growing with each one until a connection works.
+    @Test(
+        arguments: [
+            ("Shutdown", false), ("IdleTimeout", false), (nil, false), ("ExpiredProviderToken", true), ("InvalidProviderToken", true),
+            ("MissingProviderToken", true), ("BadCertificate", true), ("BadCertificateEnvironment", true), ("BadEnvironmentKeyInToken", true),
+            ("BadEnvironmentKeyIdInToken", true), ("UnrelatedKeyIdInToken", true), ("TooManyProviderTokenUpdates", true), ("Forbidden", true),
+            ("TopicDisallowed", true),
+        ] as [(String?, Bool)])
+    func eachGoawayReasonDecidesTheNextConnect(reason: String?, backsOff: Bool) {
+        var machine = connected(now: 0)
+        machine.goawayReceived(lastStreamID: 0, APNsGoaway(errorCode: HTTP2ErrorCode.noError, reason: reason.map(APNsReason.init)))
+        #expect(machine.shouldCloseGracefully)
+        _ = machine.closed(now: 10 * Self.second, random: 0)
+        if backsOff {
+            #expect(machine.failedConnects == 1)
+            #expect(machine.nextConnectAt == 10 * Self.second + 120_000_000)
+        } else {
+            #expect(machine.failedConnects == 0)
+            #expect(machine.nextConnectAt == Self.second, "only the floor since the connection opened")
+        }
+    }
+
+    /// APNs sends GOAWAY and closes the socket before this side closed: a routine GOAWAY still makes
+    /// the loss routine, an error one counts as a failure.
+    @Test func aConnectionClosedAfterAGoawayFollowsTheGoaway() {
+        var routine = connected(now: 0)
+        routine.goawayReceived(lastStreamID: 0, APNsGoaway(errorCode: 0, reason: .shutdown))
+        _ = routine.connectionLost(now: 5 * Self.second, random: 0)
+        #expect(routine.failedConnects == 0)
+        #expect(routine.mayConnect(now: 5 * Self.second))
+
+        var failing = connected(now: 0)
+        failing.goawayReceived(lastStreamID: 0, APNsGoaway(errorCode: 0, reason: .invalidProviderToken))
+        // A later routine GOAWAY does not hide the error.
+        failing.goawayReceived(lastStreamID: 0, APNsGoaway(errorCode: 0, reason: .shutdown))
+        _ = failing.connectionLost(now: 5 * Self.second, random: 0)
+        #expect(failing.failedConnects == 1)
+        #expect(!failing.mayConnect(now: 5 * Self.second + 100_000_000))
+    }
+
+    /// A server that takes every handshake and sends an error GOAWAY at once: simulated for ten
+    /// minutes, the client connects less and less often, never more than once a second, and ends at
+    /// one attempt per backoff cap (6 s) — not the connect/disconnect loop Apple treats as an attack.
+    @Test func aServerThatRefusesEveryConnectionIsNotHammered() {
+        var machine = makeMachine()
+        var now: UInt64 = 0
+        var connects: [UInt64] = []
+        while now < 600 * Self.second {
+            guard machine.mayConnect(now: now) else {
+                now += 10_000_000
+                continue
+            }
+            machine.connected(now: now)
+            connects.append(now)
+            machine.goawayReceived(lastStreamID: 0, APNsGoaway(errorCode: 0, reason: .invalidProviderToken))
+            now += 5_000_000
+            _ = machine.closed(now: now, random: 0.5)
+        }
+        let gaps = zip(connects.dropFirst(), connects).map { $0 - $1 }
+        #expect(gaps.allSatisfy { $0 >= Self.second }, "never faster than the floor")
+        #expect(gaps.suffix(10).allSatisfy { $0 >= 5 * Self.second }, "at the backoff cap: \(gaps.suffix(10))")
+        let firstMinute = connects.filter { $0 < 60 * Self.second }.count
+        #expect(firstMinute <= 20, "\(firstMinute) connections in the first minute")
+        let lastFiveMinutes = connects.filter { $0 >= 300 * Self.second }.count
+        #expect(lastFiveMinutes <= 61, "\(lastFiveMinutes) connections in the last five minutes (one per 5 s at most)")
+    }
+
+    /// Even routine closes (a server that says Shutdown at once) cannot make a connection open more
+    /// than once per floor.
+    @Test func routineGoawaysRightAfterConnectingWaitForTheFloor() {
+        var machine = makeMachine()
+        var now: UInt64 = 0
+        var connects = 0
+        while now < 60 * Self.second {
+            if machine.mayConnect(now: now) {
+                machine.connected(now: now)
+                connects += 1
+                machine.goawayReceived(lastStreamID: 0, APNsGoaway(errorCode: 0, reason: .shutdown))
+                _ = machine.closed(now: now + 1_000_000, random: 0)
+            }
+            now += 10_000_000
+        }
+        #expect(connects == 60, "one a second: \(connects)")
+        #expect(machine.failedConnects == 0)
     }
 
     @Test func timersResetExpiredStreamsInOrder() {

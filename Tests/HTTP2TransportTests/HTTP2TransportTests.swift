@@ -55,10 +55,68 @@ struct HTTP2TransportTests {
     }
 
     @Test func oneRequestAndItsAnswerOverASocketPair() throws {
+        let pair = try SessionPair()
+        defer { pair.close() }
+        let (clientPipe, client, server) = (pair.clientPipe, pair.client, pair.server)
+        var request = HTTP2HeaderBlock()
+        for (name, value) in [(":method", "POST"), (":scheme", "https"), (":path", "/3/device/abc"), (":authority", "localhost")] {
+            request.add(name, value)
+        }
+        client.body = Array(#"{"aps":{}}"#.utf8)
+        let streamID = clientPipe.session.submitRequest(&request, hasBody: true)
+        #expect(streamID == 1)
+        pair.pump { client.status != nil }
+        #expect(server.receivedBody == client.body)
+        #expect(client.status == "200")
+        #expect(client.closedStreams == [1])
+        #expect(clientPipe.session.remoteMaximumConcurrentStreams == 10)
+    }
+
+    /// Fields added with `indexed: false` stay out of the HPACK encoder's table: a hundred requests
+    /// with a new id each leave it as the first left it. The same ids indexed fill it (the control).
+    @Test(arguments: [false, true])
+    func unindexedFieldsDoNotGrowTheEncoderTable(indexed: Bool) throws {
+        let pair = try SessionPair()
+        defer { pair.close() }
+        var sizes: [Int] = []
+        pair.client.body = Array("{}".utf8)
+        for index in 0..<100 {
+            var request = HTTP2HeaderBlock()
+            for (name, value) in [(":method", "POST"), (":scheme", "https"), (":path", "/3/device/abc"), (":authority", "localhost")] {
+                request.add(name, value)
+            }
+            request.add("apns-id", "00000000-0000-0000-0000-\(String(100_000_000_000 + index))", indexed: indexed)
+            request.add("apns-expiration", decimal: 1_767_225_600 + index, indexed: indexed)
+            pair.client.status = nil
+            pair.client.sent = 0
+            _ = pair.clientPipe.session.submitRequest(&request, hasBody: true)
+            pair.pump { pair.client.status != nil }
+            #expect(pair.client.status == "200")
+            sizes.append(pair.clientPipe.session.encoderTableSize)
+        }
+        if indexed {
+            #expect(sizes.last! > sizes.first!, "indexed ids enter the table: \(sizes.first!) → \(sizes.last!) bytes")
+        } else {
+            #expect(Set(sizes).count == 1, "the table stays at \(sizes.first!) bytes: \(Set(sizes).sorted())")
+        }
+    }
+}
+
+/// A client and a server session over a socket pair with TLS, driven step by step on one thread.
+private struct SessionPair {
+    let clientPipe: HTTP2OverTLS
+    let serverPipe: HTTP2OverTLS
+    let client = RecordingClient()
+    let server = EchoServer()
+    private let caFile: String
+    private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 16 * 1024, alignment: 16)
+
+    init() throws {
         let identity = try GeneratedTLSIdentity()
-        let caFile = FileManager.default.temporaryDirectory.appendingPathComponent("transport-test-\(getpid())-ca.pem").path
+        caFile =
+            FileManager.default.temporaryDirectory.appendingPathComponent("transport-test-\(getpid())-\(UInt32.random(in: 0...UInt32.max))-ca.pem")
+            .path
         try identity.authority.pemString().write(toFile: caFile, atomically: true, encoding: .utf8)
-        defer { unlink(caFile) }
         var ends: [Int32] = [-1, -1]
         #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &ends) == 0)
         for descriptor in ends { _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK) }
@@ -74,24 +132,15 @@ struct HTTP2TransportTests {
         }
         #expect(clientDone && serverDone)
         #expect(clientTLS.negotiatedHTTP2 && serverTLS.negotiatedHTTP2)
-
-        let server = EchoServer()
-        let client = RecordingClient()
-        let serverPipe = HTTP2OverTLS(
+        serverPipe = HTTP2OverTLS(
             tls: serverTLS, session: try HTTP2Session(role: .server, delegate: server, settings: [.maximumConcurrentStreams(10)]))
         server.session = serverPipe.session
-        let clientPipe = HTTP2OverTLS(tls: clientTLS, session: try HTTP2Session(role: .client, delegate: client, settings: [.enablePush(false)]))
-        var request = HTTP2HeaderBlock()
-        for (name, value) in [(":method", "POST"), (":scheme", "https"), (":path", "/3/device/abc"), (":authority", "localhost")] {
-            request.add(name, value)
-        }
-        client.body = Array(#"{"aps":{}}"#.utf8)
-        let streamID = clientPipe.session.submitRequest(&request, hasBody: true)
-        #expect(streamID == 1)
+        clientPipe = HTTP2OverTLS(tls: clientTLS, session: try HTTP2Session(role: .client, delegate: client, settings: [.enablePush(false)]))
+    }
 
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 16 * 1024, alignment: 16)
-        defer { buffer.deallocate() }
-        for _ in 0..<100 where client.status == nil {
+    /// Moves bytes both ways until `done` (at most 100 rounds).
+    func pump(until done: () -> Bool) {
+        for _ in 0..<100 where !done() {
             for outcome in [clientPipe.flush(), serverPipe.flush()] where outcome != .finished && outcome != .blocked {
                 Issue.record("flush: \(outcome)")
             }
@@ -102,10 +151,13 @@ struct HTTP2TransportTests {
                 Issue.record("read: \(outcome)")
             }
         }
-        #expect(server.receivedBody == client.body)
-        #expect(client.status == "200")
-        #expect(client.closedStreams == [1])
-        #expect(clientPipe.session.remoteMaximumConcurrentStreams == 10)
+    }
+
+    func close() {
+        clientPipe.tls.close()
+        serverPipe.tls.close()
+        buffer.deallocate()
+        unlink(caFile)
     }
 }
 

@@ -70,6 +70,9 @@ import Testing
             (Self.body(["tokens": "[]"]), "tokens: must hold at least one token"),
             (Self.body(["tokens": #"["\#(Self.token)", "XYZ"]"#]), "tokens[1]: must be 64–200 lowercase hex characters, even length"),
             (Self.body(["priority": "7"]), "priority: must be 10, 5 or 1, got 7"),
+            // The push requests' rule per push type: APNs answers BadPriority.
+            (Self.body(["push_type": #""background""#, "priority": "10"]), "priority: must be 5 for background pushes, got 10"),
+            (Self.body(["push_type": #""liveactivity""#, "priority": "1"]), "priority: must be 10 or 5 for liveactivity pushes, got 1"),
             (Self.body(["push_type": #""shout""#]), #"push_type: is not an APNs push type: "shout""#),
             (Self.body(["v": "2"]), "v: must be 1, got 2"),
             (Self.body(["payload": #""""#]), "payload: must not be empty"),

@@ -59,7 +59,7 @@ struct SendBroadcastTests {
     @Test(arguments: [
         (#"{"channel": "dGVzdA==", "tokens": ["\#(String(repeating: "ab", count: 32))"]}"#, "tokens"),
         (#"{"channel": "dGVzdA==", "push_type": "alert"}"#, "push_type"),
-        (#"{"channel": "dGVzdA==", "priority": 1}"#, "priority"),
+        (#"{"channel": "dGVzdA==", "priority": 7}"#, "priority"),
         (#"{"channel": ""}"#, "channel"),
         (#"{"channel": "news!"}"#, "channel"),
     ])

@@ -102,9 +102,15 @@ struct PushctlChannelTests {
         let payloadFile = sandbox.directory.appendingPathComponent("update.json").path
         try Data(#"{"aps":{"event":"update"}}"#.utf8).write(to: URL(fileURLWithPath: payloadFile))
         let priority = try await pushctl(
-            ["channel", "send"] + target + ["--channel", "AAAAAAAAAAAAAAAAAAAAAA==", "--payload-file", payloadFile, "--priority", "1"])
+            ["channel", "send"] + target + ["--channel", "AAAAAAAAAAAAAAAAAAAAAA==", "--payload-file", payloadFile, "--priority", "7"])
         #expect(priority.status == 64, "\(priority.output)")
-        #expect(priority.output.contains("apns-priority"), "\(priority.output)")
+        #expect(priority.output.contains("--priority must be 10, 5 or 1"), "\(priority.output)")
+        // A background push at priority 10 ("Using priority 10 is an error"): refused before sending.
+        let background = try await pushctl(
+            ["send"] + target.filter { $0 != "--app" && $0 != Self.app }
+                + ["--token", String(repeating: "ab", count: 32), "--topic", Self.app, "--content-available", "--priority", "10"])
+        #expect(background.status == 64, "\(background.output)")
+        #expect(background.output.contains("--priority must be 5 for push type background"), "\(background.output)")
         #expect(sandbox.process.status == nil)
         let stats = try #require(try await sandbox.admin("GET", "/stats").json)
         #expect(stats["channel_requests"] == nil)

@@ -229,10 +229,14 @@ extension PushRequest {
             }
         }
         let resolvedPriority = priority ?? type.defaultPriority
-        guard type.allowedPriorities.contains(resolvedPriority) else {
+        let isBroadcast: Bool
+        if case .channel = target { isBroadcast = true } else { isBroadcast = false }
+        let allowed = type.allowedPriorities(broadcast: isBroadcast)
+        guard allowed.contains(resolvedPriority) else {
             throw PushRequestError(
                 .invalidCombination, field: "priority",
-                "\(resolvedPriority) is not allowed for \(type) pushes (use \(type.allowedPriorities.map(String.init).joined(separator: " or ")))")
+                "\(resolvedPriority) is not allowed for \(type) \(isBroadcast ? "broadcasts" : "pushes") (use \(allowed.map(String.init).joined(separator: " or ")))"
+            )
         }
         self.init(
             id: id, app: app, target: target, payload: payload, localization: localization, pushType: type,

@@ -70,7 +70,9 @@ public struct PushType: Sendable, Hashable, CustomStringConvertible {
     /// The priority used when the request names none: 5 for background pushes, 10 otherwise.
     public var defaultPriority: Int { self == .background ? 5 : 10 }
 
-    /// The priorities APNs accepts with this type.
+    /// The priorities APNs accepts with this type sent to a device token ("Using priority 10 is an
+    /// error" for background pushes; Live Activity updates take 10 or 5). The one rule for push
+    /// requests, push-send's checks, pushctl and the sandbox's strict mode.
     public var allowedPriorities: [Int] {
         switch self {
         case .background: [5]
@@ -78,6 +80,13 @@ public struct PushType: Sendable, Hashable, CustomStringConvertible {
         default: [10, 5, 1]
         }
     }
+
+    /// The priorities a broadcast on a channel takes: Apple's broadcast page lists high, medium and
+    /// low ("Notifications with Medium and Low apns-priority might get grouped and delivered in bursts").
+    public static let broadcastPriorities = [10, 5, 1]
+
+    /// The priorities allowed for this type to a device token, or on a channel when `broadcast`.
+    public func allowedPriorities(broadcast: Bool) -> [Int] { broadcast ? Self.broadcastPriorities : allowedPriorities }
 
     /// Whether the device's alert/badge/sound settings shape the payload (types the user sees).
     public var honoursDeviceSettings: Bool { self == .alert || self == .liveactivity }
