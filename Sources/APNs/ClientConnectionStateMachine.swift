@@ -152,9 +152,10 @@ struct ClientConnectionStateMachine<Stream: ClientStream> {
     }
 
     /// APNs answered a notification on this connection: unless the answer is one a broken credential,
-    /// throttling or an unwell server gives (403, 429, 5xx), the connection works.
+    /// throttling or an unwell server gives (403, 429, 5xx), or APNs is closing the connection for an
+    /// error, the connection works.
     mutating func answered(status: Int) {
-        if status != 403, status != 429, status < 500 { failedConnects = 0 }
+        if status != 403, status != 429, status < 500, goaway?.isError != true { failedConnects = 0 }
     }
 
     // MARK: Streams

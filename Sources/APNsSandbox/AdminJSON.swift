@@ -62,8 +62,14 @@ enum AdminJSON {
 
     /// The active faults in the shape `PUT /faults` takes: `{"faults":[{"status":503,"rate":0.1},…]}`.
     static func faults(_ faults: SandboxFaults) -> [UInt8] {
-        var entries = faults.statusRates.map { #"{"status":\#($0.status),"rate":\#($0.rate)}"# }
-        if let every = faults.goawayEvery { entries.append(#"{"goaway_every":\#(every)}"#) }
+        var entries = faults.statusRates.map { entry in
+            let reason = entry.chosenReason.map { #","reason":\#(string($0.rawValue))"# } ?? ""
+            return #"{"status":\#(entry.status),"rate":\#(entry.rate)\#(reason)}"#
+        }
+        if let every = faults.goawayEvery {
+            let reason = faults.goawayReason.map { #","goaway_reason":\#(string($0.rawValue))"# } ?? ""
+            entries.append(#"{"goaway_every":\#(every)\#(reason)}"#)
+        }
         if let delay = faults.delayMilliseconds { entries.append(#"{"delay_ms":\#(delay)}"#) }
         if let every = faults.dropEvery { entries.append(#"{"drop_every":\#(every)}"#) }
         return Array(#"{"faults":[\#(entries.joined(separator: ","))]}"#.utf8)
@@ -90,6 +96,8 @@ enum AdminJSON {
         switch state {
         case .unregistered(let timestamp)?:
             Array(#"{"token":\#(string(token)),"state":"unregistered","timestamp":\#(timestamp)}"#.utf8)
+        case .expired(let timestamp)?:
+            Array(#"{"token":\#(string(token)),"state":"expired","timestamp":\#(timestamp)}"#.utf8)
         case .bad?:
             Array(#"{"token":\#(string(token)),"state":"bad"}"#.utf8)
         case .liveActivity?:

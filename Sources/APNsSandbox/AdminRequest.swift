@@ -1,3 +1,4 @@
+import APNs
 import Foundation
 
 /// A bad admin API request: the field at fault and what is wrong with it. Answered with 400
@@ -16,7 +17,8 @@ public struct AdminRequestError: Error, Sendable, Equatable, CustomStringConvert
 
 /// Reads the admin API's JSON bodies and query values, without I/O.
 public enum AdminRequest {
-    /// `PUT /tokens/{token}`: `{"state":"unregistered","timestamp":<ms>}`, `{"state":"bad"}`,
+    /// `PUT /tokens/{token}`: `{"state":"unregistered","timestamp":<ms>}`, `{"state":"expired",
+    /// "timestamp":<ms>}` (410 `ExpiredToken`), `{"state":"bad"}`,
     /// `{"state":"liveactivity"}` (a Live Activity token), or `{"state":"active"}` (nil: forget what
     /// was set).
     public static func tokenState(from body: [UInt8]) throws(AdminRequestError) -> TokenState? {
@@ -25,38 +27,42 @@ public enum AdminRequest {
             throw AdminRequestError(field: key, "unknown field (expected state, timestamp)")
         }
         guard let state = object["state"] as? String else {
-            throw AdminRequestError(field: "state", "required: \"unregistered\", \"bad\", \"liveactivity\" or \"active\"")
+            throw AdminRequestError(field: "state", "required: \"unregistered\", \"expired\", \"bad\", \"liveactivity\" or \"active\"")
         }
         switch state {
-        case "unregistered":
+        case "unregistered", "expired":
             guard let value = object["timestamp"] else {
-                throw AdminRequestError(field: "timestamp", "required with state unregistered: ms since 1970")
+                throw AdminRequestError(field: "timestamp", "required with state \(state): ms since 1970")
             }
             guard let timestamp = integer(value), timestamp >= 0 else {
                 throw AdminRequestError(field: "timestamp", "must be a non-negative integer (ms since 1970)")
             }
-            return .unregistered(timestamp: timestamp)
+            return state == "expired" ? .expired(timestamp: timestamp) : .unregistered(timestamp: timestamp)
         case "bad", "active", "liveactivity":
             if object["timestamp"] != nil {
-                throw AdminRequestError(field: "timestamp", "only goes with state unregistered")
+                throw AdminRequestError(field: "timestamp", "only goes with state unregistered or expired")
             }
             return state == "bad" ? .bad : state == "liveactivity" ? .liveActivity : nil
         default:
-            throw AdminRequestError(field: "state", "'\(state)' is not \"unregistered\", \"bad\", \"liveactivity\" or \"active\"")
+            throw AdminRequestError(
+                field: "state", "'\(state)' is not \"unregistered\", \"expired\", \"bad\", \"liveactivity\" or \"active\"")
         }
     }
 
     /// `PUT /faults`: one fault object, merged into `faults`: `{"status":503|429|500,"rate":0…1}`
-    /// (rate 0 removes it), `{"goaway_every":N}`, `{"delay_ms":D}`, `{"drop_every":N}` (0 removes
-    /// each). Several keys in one object are applied together.
+    /// (rate 0 removes it; `"reason"` chooses among the status's reasons, e.g. 503 `Shutdown`),
+    /// `{"goaway_every":N}` (with `"goaway_reason"` for the debug data), `{"delay_ms":D}`,
+    /// `{"drop_every":N}` (0 removes each). Several keys in one object are applied together.
     public static func applyFault(from body: [UInt8], to faults: inout SandboxFaults) throws(AdminRequestError) {
         let object = try jsonObject(body)
-        let known: Set<String> = ["status", "rate", "goaway_every", "delay_ms", "drop_every"]
+        let known: Set<String> = ["status", "rate", "reason", "goaway_every", "goaway_reason", "delay_ms", "drop_every"]
         for key in object.keys.sorted() where !known.contains(key) {
-            throw AdminRequestError(field: key, "unknown fault (expected status + rate, goaway_every, delay_ms, drop_every)")
+            throw AdminRequestError(
+                field: key, "unknown fault (expected status + rate [+ reason], goaway_every [+ goaway_reason], delay_ms, drop_every)")
         }
         guard !object.isEmpty else {
-            throw AdminRequestError(field: "body", "names no fault (expected status + rate, goaway_every, delay_ms, drop_every)")
+            throw AdminRequestError(
+                field: "body", "names no fault (expected status + rate [+ reason], goaway_every [+ goaway_reason], delay_ms, drop_every)")
         }
         var updated = faults
         if object["status"] != nil || object["rate"] != nil {
@@ -66,7 +72,28 @@ public enum AdminRequest {
             guard let rate = number(object["rate"]), (0...1).contains(rate) else {
                 throw AdminRequestError(field: "rate", "must be a number from 0 to 1")
             }
-            updated.setRate(rate, forStatus: Int(status))
+            var reason: APNsReason?
+            if let value = object["reason"] {
+                let allowed = SandboxFaults.reasonsByStatus[Int(status)] ?? []
+                guard let text = value as? String, let chosen = allowed.first(where: { $0.rawValue == text }) else {
+                    throw AdminRequestError(field: "reason", "must be one of \(allowed.map(\.rawValue).joined(separator: ", ")) for status \(status)")
+                }
+                reason = chosen
+            }
+            updated.setRate(rate, forStatus: Int(status), reason: reason)
+        } else if object["reason"] != nil {
+            throw AdminRequestError(field: "reason", "only goes with status and rate")
+        }
+        if let value = object["goaway_reason"] {
+            if value is NSNull {
+                updated.goawayReason = nil
+            } else {
+                guard let text = value as? String, let reason = SandboxFaults.goawayReasons.first(where: { $0.rawValue == text }) else {
+                    throw AdminRequestError(
+                        field: "goaway_reason", "must be one of \(SandboxFaults.goawayReasons.map(\.rawValue).joined(separator: ", ")) or null")
+                }
+                updated.goawayReason = reason
+            }
         }
         if let value = object["goaway_every"] {
             updated.goawayEvery = try count(value, field: "goaway_every", maximum: 1 << 30)

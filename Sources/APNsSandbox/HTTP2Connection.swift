@@ -124,7 +124,8 @@ final class HTTP2Connection {
         case .handshaking:
             closeNow()
         case .open:
-            submitGoaway(lastStreamID: lastBegunStreamID)
+            // As APNs going down says it.
+            submitGoaway(lastStreamID: lastBegunStreamID, reason: .shutdown)
             worker.queueFlush(self)
         case .lingering, .closed:
             break
@@ -259,13 +260,14 @@ final class HTTP2Connection {
         phase = .closed
     }
 
-    private func submitGoaway(lastStreamID: Int32) {
+    /// GOAWAY with `reason` as APNs writes it in the debug data (`{"reason":"Shutdown"}`), or none.
+    private func submitGoaway(lastStreamID: Int32, reason: APNsReason?) {
         guard goawayLastStreamID == nil, let session = transport?.session else { return }
         goawayLastStreamID = lastStreamID
         for streamID in streams.keys where streamID > lastStreamID {
             refuse(streamID)
         }
-        session.goAway(lastStreamID: lastStreamID)
+        session.goAway(lastStreamID: lastStreamID, debugData: reason.map { #"{"reason":"\#($0.rawValue)"}"# } ?? "")
     }
 
     private func refuse(_ streamID: Int32) {
@@ -312,7 +314,7 @@ extension HTTP2Connection: HTTP2SessionDelegate {
         streamsBegun += 1
         streams[streamID] = Stream()
         if let every = worker.rules.faults.goawayEvery, streamsBegun >= every {
-            submitGoaway(lastStreamID: streamID)
+            submitGoaway(lastStreamID: streamID, reason: worker.rules.faults.goawayReason)
             worker.batch.goaways += 1
         }
     }

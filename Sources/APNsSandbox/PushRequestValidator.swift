@@ -17,7 +17,8 @@ import struct PushCore.PushType
 /// 7. `apns-topic` present (certificate connections fall back to the certificate's UID), else 400
 ///    `MissingTopic`; it must end with the push type's suffix (`.voip`, `.complication`, …), else 400
 ///    `BadTopic`.
-/// 8. `apns-priority` 10, 5 or 1, else 400 `BadPriority`.
+/// 8. `apns-priority` 10, 5 or 1, else 400 `BadPriority`; with `strictPriorities`, also one the push
+///    type allows (``PushCore/PushType/allowedPriorities``: a background push takes only 5).
 /// 9. `apns-expiration` a non-negative integer, else 400 `BadExpirationDate`.
 /// 10. `apns-collapse-id` at most 64 bytes, else 400 `BadCollapseId`.
 /// 11. `apns-id` a UUID, else 400 `BadMessageId`.
@@ -33,11 +34,13 @@ public enum PushRequestValidator {
     ///   - authentication: How its connection authenticated.
     ///   - providerTokens: Checks `authorization` (ignored on certificate connections).
     ///   - now: Seconds since 1970, for the token's age.
+    ///   - strictPriorities: Whether a priority the push type does not allow is refused.
     public static func validate(
         _ request: PushRequest,
         authentication: ConnectionAuthentication,
         providerTokens: ProviderTokenVerifier,
-        now: Int64
+        now: Int64,
+        strictPriorities: Bool = false
     ) -> PushValidation {
         guard request.method == "POST" else { return .rejected(PushRejection(405, .methodNotAllowed)) }
         guard request.path.hasPrefix(devicePathPrefix) || request.path == "/3/device" else {
@@ -78,6 +81,9 @@ public enum PushRequestValidator {
             return .rejected(PushRejection(400, .badTopic))
         }
         if let priority = headers.priority, !["10", "5", "1"].contains(priority) {
+            return .rejected(PushRejection(400, .badPriority))
+        }
+        if strictPriorities, !pushType.allowedPriorities.contains(headers.priority.flatMap { Int($0) } ?? 10) {
             return .rejected(PushRejection(400, .badPriority))
         }
         if let expiration = headers.expiration, !isNonNegativeInteger(expiration) {

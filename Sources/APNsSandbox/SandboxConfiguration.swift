@@ -42,6 +42,10 @@ public struct SandboxConfiguration: Sendable {
     /// `--channel-limit`: broadcast channels per bundle id (Apple: 10,000 per app and environment);
     /// past it creation answers 400 `CannotCreateChannelConfig`.
     public var channelLimit: Int
+    /// `--strict-priorities`: a priority Apple's pages forbid for the push type (a background push at
+    /// 10, a Live Activity at 1) answers 400 `BadPriority`. Off by default: Apple's servers are not
+    /// known to refuse them, so the default answers as they are seen to.
+    public var strictPriorities = false
 
     public init(
         port: Int = 2197,

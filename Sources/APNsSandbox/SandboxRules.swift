@@ -13,6 +13,7 @@ struct SandboxRules: Sendable {
         if let injected = faults.injectedRejection(roll: roll) { return injected }
         switch tokenStates[push.deviceToken] {
         case .unregistered(let timestamp)?: return PushRejection(410, .unregistered, timestamp: timestamp)
+        case .expired(let timestamp)?: return PushRejection(410, .expiredToken, timestamp: timestamp)
         case .bad?: return PushRejection(400, .badDeviceToken)
         case .liveActivity?: return push.pushType == .liveactivity ? nil : PushRejection(400, .deviceTokenNotForTopic)
         case nil: return nil

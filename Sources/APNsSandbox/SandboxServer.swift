@@ -64,6 +64,7 @@ public final class SandboxServer: Service, Sendable, CustomStringConvertible {
                 seed: state.faultSeed.map { $0 &+ UInt64(index) },
                 logger: logger
             )
+            context.strictPriorities = configuration.strictPriorities
             workers.append(try SandboxWorker(index: index, context: context))
         }
         self.workers = workers

@@ -15,6 +15,8 @@ final class WorkerContext {
     private(set) var rules: SandboxRules
     private var rulesGeneration: UInt64
     var batch = WorkerBatch()
+    /// ``SandboxConfiguration/strictPriorities``.
+    var strictPriorities = false
     private(set) var timers = DeadlineHeap<DelayedAnswer>()
     /// Connections with output to move this pass, and connections to serve again without poll.
     private(set) var flushQueue: [HTTP2Connection] = []
@@ -61,7 +63,9 @@ final class WorkerContext {
         }
         let apnsID = request.validAPNsID ?? random.uuidString()
         let rejection: PushRejection?
-        switch PushRequestValidator.validate(request, authentication: authentication, providerTokens: verifier, now: wallMilliseconds / 1000) {
+        switch PushRequestValidator.validate(
+            request, authentication: authentication, providerTokens: verifier, now: wallMilliseconds / 1000, strictPriorities: strictPriorities)
+        {
         case .rejected(let refusal):
             rejection = refusal
         case .accepted(let push):

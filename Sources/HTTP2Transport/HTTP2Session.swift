@@ -278,8 +278,13 @@ public final class HTTP2Session {
     }
 
     /// GOAWAY naming `lastStreamID`, the last stream this side will process.
-    public func goAway(lastStreamID: Int32, errorCode: UInt32 = HTTP2ErrorCode.noError) {
-        nghttp2_submit_goaway(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), lastStreamID, errorCode, nil, 0)
+    /// GOAWAY: nothing above `lastStreamID` will be processed. `debugData` travels in the frame (APNs
+    /// puts a `{"reason": …}` there).
+    public func goAway(lastStreamID: Int32, errorCode: UInt32 = HTTP2ErrorCode.noError, debugData: String = "") {
+        var data = Array(debugData.utf8)
+        data.withUnsafeMutableBufferPointer { bytes in
+            _ = nghttp2_submit_goaway(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), lastStreamID, errorCode, bytes.baseAddress, bytes.count)
+        }
     }
 
     /// GOAWAY with the last stream nghttp2 saw, after which the session wants nothing more.

@@ -76,6 +76,9 @@ struct APNsSandboxCommand: AsyncParsableCommand {
     @Option(help: "Broadcast channels per bundle id; past it creation answers CannotCreateChannelConfig (Apple: 10,000).")
     var channelLimit: Int = 10_000
 
+    @Flag(help: "Answer 400 BadPriority to a priority Apple's pages forbid for the push type (a background push at 10, a Live Activity at 1).")
+    var strictPriorities = false
+
     func validate() throws {
         for (name, value) in [("--port", port), ("--admin-port", adminPort)] where !(1...65535).contains(value) {
             throw ValidationError("\(name) \(value) is not a port number (1–65535)")
@@ -128,6 +131,7 @@ struct APNsSandboxCommand: AsyncParsableCommand {
             )
             configuration.host = host
             configuration.keyTeams = try Self.keyTeams(keyTeam)
+            configuration.strictPriorities = strictPriorities
             sandbox = try buildAPNsSandbox(configuration: configuration, logger: logger) { adminPort in
                 logger.info("admin API listening", metadata: ["sandbox.admin_port": "\(adminPort)"])
             }

@@ -77,6 +77,12 @@ struct APNsClientTests {
         #expect(unregistered.timestamp == 1_700_000_000_123)
         #expect(unregistered.outcome == .invalidToken(since: 1_700_000_000_123))
 
+        let expiredToken = TestTokens.random()
+        #expect(try await sandbox.admin("PUT", "/tokens/\(expiredToken)", body: #"{"state":"expired","timestamp":1700000000456}"#).status == 200)
+        let expired = try await client.send(alert(expiredToken))
+        #expect(expired.status == 410 && expired.reason == .expiredToken)
+        #expect(expired.outcome == .invalidToken(since: 1_700_000_000_456))
+
         let badToken = try await client.send(alert(bad))
         #expect(badToken.status == 400)
         #expect(badToken.reason == .badDeviceToken)
@@ -94,6 +100,11 @@ struct APNsClientTests {
             #expect(refused.outcome == .retry, "\(status) \(String(describing: refused.reason))")
             #expect(try await sandbox.admin("DELETE", "/faults").status == 200)
         }
+        // The reason a fault chooses is the one the client hears.
+        #expect(try await sandbox.admin("PUT", "/faults", body: #"{"status":503,"rate":1,"reason":"Shutdown"}"#).status == 200)
+        let shuttingDown = try await client.send(alert())
+        #expect(shuttingDown.status == 503 && shuttingDown.reason == .shutdown && shuttingDown.outcome == .retry)
+        #expect(try await sandbox.admin("DELETE", "/faults").status == 200)
 
         // Checked before sending: APNs would refuse it anyway.
         await #expect(throws: APNsClientError.self) {

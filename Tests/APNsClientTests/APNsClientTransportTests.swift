@@ -1,6 +1,7 @@
 import APNs
 import Foundation
 import Logging
+import Synchronization
 import TestSupport
 import Testing
 
@@ -23,6 +24,30 @@ struct APNsClientTransportTests {
         #expect(number(stats["goaways"]) ?? 0 >= 4, "\(stats)")
         #expect(number(stats["delivered"]) == 5000, "each notification accepted exactly once: \(stats)")
         #expect(client.connectionsOpened >= 5)
+        await client.shutdown()
+    }
+
+    /// A server that closes every connection with an error GOAWAY (here right after its first stream,
+    /// `InvalidProviderToken` in the frame): the client still delivers (the stream the GOAWAY names is
+    /// answered), hears each GOAWAY's reason, and reconnects no faster than its floor of one connection
+    /// a second — where it used to reconnect at once, the loop Apple treats as an attack.
+    @Test func errorGoawaysAreCountedByReasonAndReconnectsWaitForTheFloor() async throws {
+        let sandbox = try await SandboxProcess()
+        #expect(
+            try await sandbox.admin("PUT", "/faults", body: #"{"goaway_every":1,"goaway_reason":"InvalidProviderToken"}"#).status == 200)
+        let reasons = Mutex<[String: Int]>([:])
+        let client = try makeClient(sandbox) {
+            $0.connections = 1
+            $0.onGoaway = { goaway in reasons.withLock { $0[goaway.metricLabel, default: 0] += 1 } }
+        }
+        let started = ContinuousClock.now
+        for _ in 0..<4 {
+            #expect(try await client.send(alert()).status == 200)
+        }
+        let elapsed = ContinuousClock.now - started
+        #expect(client.connectionsOpened == 4, "\(client.connectionsOpened) connections")
+        #expect(elapsed >= .milliseconds(2900), "4 connections one after the other took \(elapsed): not one per second")
+        #expect(reasons.withLock { $0 } == ["InvalidProviderToken": 4], "\(reasons.withLock { $0 })")
         await client.shutdown()
     }
 

@@ -1,3 +1,4 @@
+import APNs
 import Foundation
 import Testing
 
@@ -20,6 +21,9 @@ struct AdminRequestTests {
         #expect(
             try AdminRequest.tokenState(from: Self.bytes(#"{"state":"unregistered","timestamp":1700000000000}"#))
                 == .unregistered(timestamp: 1_700_000_000_000))
+        #expect(
+            try AdminRequest.tokenState(from: Self.bytes(#"{"state":"expired","timestamp":1700000000000}"#))
+                == .expired(timestamp: 1_700_000_000_000))
         #expect(try AdminRequest.tokenState(from: Self.bytes(#"{"state":"bad"}"#)) == .bad)
         #expect(try AdminRequest.tokenState(from: Self.bytes(#"{"state":"liveactivity"}"#)) == .liveActivity)
         #expect(try AdminRequest.tokenState(from: Self.bytes(#"{"state":"active"}"#)) == nil)
@@ -28,6 +32,7 @@ struct AdminRequestTests {
             (#"{"state":"unregistered"}"#, "timestamp"), (#"{"state":"unregistered","timestamp":"soon"}"#, "timestamp"),
             (#"{"state":"unregistered","timestamp":-1}"#, "timestamp"), (#"{"state":"unregistered","timestamp":1.5}"#, "timestamp"),
             (#"{"state":"bad","timestamp":1}"#, "timestamp"), (#"{"state":"bad","extra":1}"#, "extra"),
+            (#"{"state":"expired"}"#, "timestamp"),
         ]
         for (body, field) in cases {
             #expect(Self.field { () throws(AdminRequestError) in _ = try AdminRequest.tokenState(from: Self.bytes(body)) } == field, "\(body)")
@@ -53,6 +58,23 @@ struct AdminRequestTests {
         #expect((json?["faults"] as? [Any])?.count == 2)
     }
 
+    /// The 503 reason and the GOAWAY reason are chosen; both read back in the shape they were given.
+    @Test func faultsChooseTheReasonsAPNsGives() throws {
+        var faults = SandboxFaults()
+        try AdminRequest.applyFault(from: Self.bytes(#"{"status":503,"rate":0.2,"reason":"Shutdown"}"#), to: &faults)
+        try AdminRequest.applyFault(from: Self.bytes(#"{"status":429,"rate":0.1,"reason":"TooManyProviderTokenUpdates"}"#), to: &faults)
+        try AdminRequest.applyFault(from: Self.bytes(#"{"goaway_every":5,"goaway_reason":"InvalidProviderToken"}"#), to: &faults)
+        #expect(faults.injectedRejection(roll: 0.05) == PushRejection(429, .tooManyProviderTokenUpdates))
+        #expect(faults.injectedRejection(roll: 0.15) == PushRejection(503, .shutdown))
+        #expect(faults.goawayReason == .invalidProviderToken)
+        let json = String(decoding: AdminJSON.faults(faults), as: UTF8.self)
+        #expect(json.contains(#""reason":"Shutdown""#) && json.contains(#""goaway_reason":"InvalidProviderToken""#), "\(json)")
+        try AdminRequest.applyFault(from: Self.bytes(#"{"status":503,"rate":0.2}"#), to: &faults)
+        #expect(faults.injectedRejection(roll: 0.15) == PushRejection(503, .serviceUnavailable), "the default again")
+        try AdminRequest.applyFault(from: Self.bytes(#"{"goaway_reason":null}"#), to: &faults)
+        #expect(faults.goawayReason == nil && faults.goawayEvery == 5)
+    }
+
     @Test func badFaultsNameTheFieldAndChangeNothing() {
         let cases: [(String, String)] = [
             ("x", "body"), ("{}", "body"), (#"{"status":404,"rate":0.1}"#, "status"), (#"{"rate":0.1}"#, "status"),
@@ -60,6 +82,8 @@ struct AdminRequestTests {
             (#"{"status":503,"rate":true}"#, "rate"), (#"{"goaway_every":-1}"#, "goaway_every"), (#"{"goaway_every":2.5}"#, "goaway_every"),
             (#"{"delay_ms":600000}"#, "delay_ms"), (#"{"drop_every":"often"}"#, "drop_every"), (#"{"latency":5}"#, "latency"),
             (#"{"delay_ms":5,"goaway_every":-3}"#, "goaway_every"),
+            (#"{"status":503,"rate":0.1,"reason":"TooManyRequests"}"#, "reason"), (#"{"reason":"Shutdown"}"#, "reason"),
+            (#"{"goaway_every":3,"goaway_reason":"Nope"}"#, "goaway_reason"), (#"{"goaway_reason":5}"#, "goaway_reason"),
         ]
         for (body, field) in cases {
             var faults = SandboxFaults()

@@ -52,6 +52,31 @@ struct PushRequestValidatorTests {
                 == .accepted(AcceptedPush(deviceToken: Self.token, topic: "com.example.app", pushType: .alert)))
     }
 
+    /// By default any of 10, 5, 1 passes (as Apple's servers are seen to answer); the strict mode
+    /// refuses what the push type does not allow, with APNs' reason.
+    @Test func strictPrioritiesFollowThePushType() {
+        let background = Self.request(
+            headers: [("apns-topic", "com.example.app"), ("apns-push-type", "background"), ("authorization", Self.bearer())],
+            adding: [("apns-priority", "10")], body: #"{"aps":{"content-available":1}}"#)
+        #expect(Self.validate(background) != .rejected(PushRejection(400, .badPriority)))
+        let strict = PushRequestValidator.validate(
+            background, authentication: .none, providerTokens: ProviderTokenVerifier(), now: Self.now, strictPriorities: true)
+        #expect(strict == .rejected(PushRejection(400, .badPriority)))
+        // No apns-priority means 10: a background push without one is refused too.
+        let implicit = Self.request(
+            headers: [("apns-topic", "com.example.app"), ("apns-push-type", "background"), ("authorization", Self.bearer())],
+            body: #"{"aps":{"content-available":1}}"#)
+        #expect(
+            PushRequestValidator.validate(
+                implicit, authentication: .none, providerTokens: ProviderTokenVerifier(), now: Self.now, strictPriorities: true)
+                == .rejected(PushRejection(400, .badPriority)))
+        let alertLow = Self.request(adding: [("apns-priority", "1")])
+        #expect(
+            PushRequestValidator.validate(
+                alertLow, authentication: .none, providerTokens: ProviderTokenVerifier(), now: Self.now, strictPriorities: true)
+                != .rejected(PushRejection(400, .badPriority)))
+    }
+
     @Test func methodAndPath() {
         Self.expect(Self.request(method: "GET"), 405, .methodNotAllowed)
         Self.expect(Self.request(path: "/3/devices/\(Self.token)"), 404, .badPath)

@@ -183,6 +183,12 @@ struct ClientConnectionStateMachineTests {
         // Answers of a broken credential, throttling or an unwell server prove nothing.
         for status in [403, 429, 500, 503] { machine.answered(status: status) }
         #expect(machine.failedConnects == 8)
+        // Nor do answers on a connection APNs is closing for an error.
+        machine.goawayReceived(lastStreamID: 9, APNsGoaway(errorCode: 0, reason: .invalidProviderToken))
+        machine.answered(status: 200)
+        #expect(machine.failedConnects == 8)
+        _ = machine.closed(now: 0, random: 0)
+        machine.connected(now: 0)
         machine.answered(status: 410)
         #expect(machine.failedConnects == 0)
         _ = machine.connectionLost(now: 10 * Self.second, random: 1)
