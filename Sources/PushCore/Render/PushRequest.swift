@@ -379,7 +379,8 @@ extension PushRequest {
                     throw PushRequestError(.missingField, field: "payload.aps.\(key)", "is required for event start")
                 }
             } else {
-                for key in ["attributes-type", "attributes", "input-push-token"] where keys.contains(key) {
+                // ActivityKit reads these only when it starts an activity from a push.
+                for key in ["attributes-type", "attributes", "input-push-token", "input-push-channel"] where keys.contains(key) {
                     throw refuse(key, "is only for event start (got \(event))")
                 }
             }

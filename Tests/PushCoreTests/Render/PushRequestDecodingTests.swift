@@ -180,6 +180,10 @@ struct PushRequestDecodingTests {
         (#"{"aps": {"event": "update", "content-state": {}}}"#, "", "payload.aps.timestamp: is required in a Live Activity push"),
         (#"{"aps": {"event": "start", "timestamp": 1, "content-state": {}}}"#, "", "payload.aps.attributes-type: is required for event start"),
         (#"{"aps": {"event": "finish", "timestamp": 1}}"#, "", "payload.aps.event: must be one of start, update, end"),
+        (
+            #"{"aps": {"event": "update", "timestamp": 1, "content-state": {}, "input-push-channel": "dGVzdA=="}}"#, "",
+            "payload.aps.input-push-channel: is only for event start (got update)"
+        ),
         (#"{"aps": {"event": "end", "timestamp": 1, "badge": 1}}"#, "", "payload.aps.badge: is not part of a Live Activity push"),
         (#"{"aps": {"event": "end", "timestamp": 1}}"#, #""priority": 1"#, "priority: 1 is not allowed for liveactivity pushes"),
         (#"{"aps": {"alert": {"title": {"loc-key": "K"}}}}"#, "", "payload.aps.alert.title: the {loc-key, loc-args} form is for Live Activities"),
