@@ -68,6 +68,8 @@ final class HTTP2Connection {
     /// Set once GOAWAY was submitted: streams above it are refused, never processed.
     private var goawayLastStreamID: Int32?
     private var dropRequested = false
+    /// When a stream last began (or the connection was taken), monotonic ms: for the idle timeout.
+    private var lastActiveAt: UInt64
 
     /// Takes ownership of `fd` (non-blocking, connected).
     init(fd: Int32, id: UInt64, worker: WorkerContext) throws(SandboxError) {
@@ -78,6 +80,12 @@ final class HTTP2Connection {
         }
         self.id = id
         self.worker = worker
+        lastActiveAt = worker.monotonicMilliseconds
+    }
+
+    /// Open, with nothing in flight and no stream begun for `timeout` ms at `now`.
+    func isIdle(now: UInt64, timeout: UInt64) -> Bool {
+        phase == .open && streams.isEmpty && goawayLastStreamID == nil && now >= lastActiveAt + timeout
     }
 
     var fd: Int32 { tls.fd }
@@ -117,15 +125,15 @@ final class HTTP2Connection {
         worker.queueFlush(self)
     }
 
-    /// Graceful shutdown: GOAWAY naming the last stream begun; the connection closes once those are
-    /// answered. A connection still in its handshake closes at once.
-    func goAway() {
+    /// Graceful close: GOAWAY naming the last stream begun and `reason` (`Shutdown` for the server
+    /// going down, `IdleTimeout` for an idle connection, as APNs says them); the connection closes once
+    /// those are answered. A connection still in its handshake closes at once.
+    func goAway(reason: APNsReason = .shutdown) {
         switch phase {
         case .handshaking:
             closeNow()
         case .open:
-            // As APNs going down says it.
-            submitGoaway(lastStreamID: lastBegunStreamID, reason: .shutdown)
+            submitGoaway(lastStreamID: lastBegunStreamID, reason: reason)
             worker.queueFlush(self)
         case .lingering, .closed:
             break
@@ -311,6 +319,7 @@ extension HTTP2Connection: HTTP2SessionDelegate {
             return
         }
         lastBegunStreamID = streamID
+        lastActiveAt = worker.monotonicMilliseconds
         streamsBegun += 1
         streams[streamID] = Stream()
         if let every = worker.rules.faults.goawayEvery, streamsBegun >= every {

@@ -46,6 +46,9 @@ public struct SandboxConfiguration: Sendable {
     /// 10, a Live Activity at 1) answers 400 `BadPriority`. Off by default: Apple's servers are not
     /// known to refuse them, so the default answers as they are seen to.
     public var strictPriorities = false
+    /// `--idle-timeout-s`: a connection with nothing begun for this long gets a GOAWAY saying
+    /// `IdleTimeout`, as APNs closes idle connections; nil (the default) keeps idle connections open.
+    public var idleTimeout: Duration?
 
     public init(
         port: Int = 2197,

@@ -1,3 +1,4 @@
+import APNs
 import Glibc
 import IOSupport
 import Logging
@@ -107,6 +108,11 @@ final class SandboxWorker: @unchecked Sendable {
             }
             for connection in order {
                 if let deadline = connection.lingerDeadline, context.monotonicMilliseconds >= deadline { connection.closeNow() }
+            }
+            if let idle = context.idleTimeoutMilliseconds {
+                for connection in order where connection.isIdle(now: context.monotonicMilliseconds, timeout: idle) {
+                    connection.goAway(reason: .idleTimeout)
+                }
             }
             context.commitBatch()
             for connection in context.takeFlushQueue() { connection.flush() }

@@ -17,6 +17,8 @@ final class WorkerContext {
     var batch = WorkerBatch()
     /// ``SandboxConfiguration/strictPriorities``.
     var strictPriorities = false
+    /// ``SandboxConfiguration/idleTimeout`` in ms; nil never closes an idle connection.
+    var idleTimeoutMilliseconds: UInt64?
     private(set) var timers = DeadlineHeap<DelayedAnswer>()
     /// Connections with output to move this pass, and connections to serve again without poll.
     private(set) var flushQueue: [HTTP2Connection] = []

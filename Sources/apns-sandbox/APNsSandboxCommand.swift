@@ -79,6 +79,9 @@ struct APNsSandboxCommand: AsyncParsableCommand {
     @Flag(help: "Answer 400 BadPriority to a priority Apple's pages forbid for the push type (a background push at 10, a Live Activity at 1).")
     var strictPriorities = false
 
+    @Option(help: "Seconds a connection may stay idle before a GOAWAY saying IdleTimeout (default: never).")
+    var idleTimeoutS: Int?
+
     func validate() throws {
         for (name, value) in [("--port", port), ("--admin-port", adminPort)] where !(1...65535).contains(value) {
             throw ValidationError("\(name) \(value) is not a port number (1–65535)")
@@ -103,6 +106,7 @@ struct APNsSandboxCommand: AsyncParsableCommand {
         guard recordLimit >= 1 else { throw ValidationError("--record-limit must be at least 1") }
         guard (1...64).contains(workers) else { throw ValidationError("--workers must be 1–64") }
         guard channelLimit >= 1 else { throw ValidationError("--channel-limit must be at least 1") }
+        if let idleTimeoutS, !(1...86_400).contains(idleTimeoutS) { throw ValidationError("--idle-timeout-s must be 1–86400") }
     }
 
     func run() async throws {
@@ -132,6 +136,7 @@ struct APNsSandboxCommand: AsyncParsableCommand {
             configuration.host = host
             configuration.keyTeams = try Self.keyTeams(keyTeam)
             configuration.strictPriorities = strictPriorities
+            configuration.idleTimeout = idleTimeoutS.map { .seconds($0) }
             sandbox = try buildAPNsSandbox(configuration: configuration, logger: logger) { adminPort in
                 logger.info("admin API listening", metadata: ["sandbox.admin_port": "\(adminPort)"])
             }

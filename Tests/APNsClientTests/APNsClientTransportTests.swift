@@ -51,6 +51,25 @@ struct APNsClientTransportTests {
         await client.shutdown()
     }
 
+    /// An idle connection the server closes with a GOAWAY saying IdleTimeout: routine, so the next
+    /// notification opens a new connection without a backoff.
+    @Test func anIdleTimeoutGoawayIsRoutine() async throws {
+        let sandbox = try await SandboxProcess(arguments: ["--idle-timeout-s", "1"])
+        let reasons = Mutex<[String: Int]>([:])
+        let client = try makeClient(sandbox) {
+            $0.connections = 1
+            $0.onGoaway = { goaway in reasons.withLock { $0[goaway.metricLabel, default: 0] += 1 } }
+        }
+        #expect(try await client.send(alert()).status == 200)
+        try await eventually("the idle connection is closed", timeout: .seconds(10)) { client.openConnections == 0 }
+        #expect(reasons.withLock { $0 } == ["IdleTimeout": 1], "\(reasons.withLock { $0 })")
+        let started = ContinuousClock.now
+        #expect(try await client.send(alert()).status == 200)
+        #expect(ContinuousClock.now - started < .milliseconds(500), "no backoff after a routine close")
+        #expect(client.connectionsOpened == 2)
+        await client.shutdown()
+    }
+
     @Test func carriesAThousandConcurrentStreamsOnOneConnection() async throws {
         let sandbox = try await SandboxProcess()
         // Every answer waits 1 s: 1000 streams in flight together finish in about 1 s; at the 100
