@@ -232,7 +232,6 @@ struct APNsChannelClientTests {
                     bundleID: Self.app, channelID: quiet, expiration: 1_767_225_600, storagePolicy: .noMessageStored, payload: Self.payload),
                 "apns-expiration"
             ),
-            (APNsBroadcast(bundleID: Self.app, channelID: quiet, priority: .low, payload: Self.payload), "apns-priority"),
             (APNsBroadcast(bundleID: Self.app, channelID: quiet, expiration: -1, payload: Self.payload), "apns-expiration"),
             (APNsBroadcast(bundleID: Self.app, channelID: "", payload: Self.payload), "MissingChannelId"),
             (APNsBroadcast(bundleID: Self.app, channelID: "abc", payload: Self.payload), "BadChannelId"),
