@@ -71,6 +71,7 @@ enum AdminJSON {
             entries.append(#"{"goaway_every":\#(every)\#(reason)}"#)
         }
         if let delay = faults.delayMilliseconds { entries.append(#"{"delay_ms":\#(delay)}"#) }
+        if faults.broadcastFeatureNotEnabled { entries.append(#"{"broadcast_feature_not_enabled":true}"#) }
         if let every = faults.dropEvery { entries.append(#"{"drop_every":\#(every)}"#) }
         return Array(#"{"faults":[\#(entries.joined(separator: ","))]}"#.utf8)
     }

@@ -55,7 +55,9 @@ public enum AdminRequest {
     /// `{"drop_every":N}` (0 removes each). Several keys in one object are applied together.
     public static func applyFault(from body: [UInt8], to faults: inout SandboxFaults) throws(AdminRequestError) {
         let object = try jsonObject(body)
-        let known: Set<String> = ["status", "rate", "reason", "goaway_every", "goaway_reason", "delay_ms", "drop_every"]
+        let known: Set<String> = [
+            "status", "rate", "reason", "goaway_every", "goaway_reason", "delay_ms", "drop_every", "broadcast_feature_not_enabled",
+        ]
         for key in object.keys.sorted() where !known.contains(key) {
             throw AdminRequestError(
                 field: key, "unknown fault (expected status + rate [+ reason], goaway_every [+ goaway_reason], delay_ms, drop_every)")
@@ -97,6 +99,13 @@ public enum AdminRequest {
         }
         if let value = object["goaway_every"] {
             updated.goawayEvery = try count(value, field: "goaway_every", maximum: 1 << 30)
+        }
+        if let value = object["broadcast_feature_not_enabled"] {
+            // A JSON boolean: an NSNumber of type "c" (a number such as 1 is not one).
+            guard let number = value as? NSNumber, String(cString: number.objCType) == "c" else {
+                throw AdminRequestError(field: "broadcast_feature_not_enabled", "must be true or false")
+            }
+            updated.broadcastFeatureNotEnabled = number.boolValue
         }
         if let value = object["drop_every"] {
             updated.dropEvery = try count(value, field: "drop_every", maximum: 1 << 30)

@@ -52,6 +52,9 @@ public struct SandboxFaults: Sendable, Equatable {
     /// After every N completed requests on a connection, the connection is reset without answering
     /// the Nth or anything still unanswered.
     public var dropEvery: Int?
+    /// Every broadcast answers 400 `BroadcastFeatureNotEnabled`, as for an App ID without the
+    /// Broadcast capability (management requests still work).
+    public var broadcastFeatureNotEnabled = false
 
     public init() {}
 

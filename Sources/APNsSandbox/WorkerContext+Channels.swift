@@ -48,7 +48,10 @@ extension WorkerContext {
             answer.body = body
         case .accepted(.broadcast(let bundleID, let channelID)):
             let roll = rules.faults.statusRates.isEmpty ? 1 : random.nextUnitInterval()
-            if let injected = rules.faults.injectedRejection(roll: roll) {
+            if rules.faults.broadcastFeatureNotEnabled {
+                // In APNs' spelling, not the table's (FeatureNotEnabled).
+                rejection = PushRejection(400, .broadcastFeatureNotEnabled)
+            } else if let injected = rules.faults.injectedRejection(roll: roll) {
                 rejection = injected
             } else if channels.noteBroadcast(bundleID: bundleID, channelID: channelID) {
                 batch.deliveries.append(

@@ -15,8 +15,11 @@ import PushServiceKit
 ///   not broadcast twice.
 /// - **Refused for good** (`ChannelNotRegistered`, `BadChannelId`, a bad priority or payload…): a
 ///   `failed.<Reason>` event with the channel; acked.
-/// - **Credentials** (403, `FeatureNotEnabled`): the app is paused like for device tokens, and the
-///   broadcast goes through `push.send`'s retry tiers.
+/// - **Credentials** (403): the app is paused like for device tokens, and the broadcast goes through
+///   `push.send`'s retry tiers.
+/// - **No Broadcast capability** (`FeatureNotEnabled`, which APNs spells `BroadcastFeatureNotEnabled`):
+///   only the app's broadcasts pause (its notifications to devices keep flowing), with a critical log
+///   line saying what to enable; the broadcast waits in the retry tiers like a paused app's.
 /// - **No answer or a retryable one** (timeout, dropped connection, 429, 5xx): through the retry tiers
 ///   (``PushServiceKit/DeliverySettler``) as ``RetryPolicy`` decides for tokens: not when the
 ///   broadcast's `expiration` is 0 ("try once") or would pass before the next tier (`failed.Expired`),
@@ -89,7 +92,7 @@ extension SendBatchProcessor {
             logger.warning(
                 "dedupe lookup failed; broadcasting without it (a redelivered broadcast may go out twice)", metadata: ["push.error": "\(error)"])
         }
-        if pauses.remaining(app.bundleID, now: started) != nil {
+        if pauses.remaining(app.bundleID, now: started) != nil || pauses.remaining(Self.broadcastPauseKey(app.bundleID), now: started) != nil {
             return (.retry(reason: Self.pausedReason), "paused")
         }
         if RetryPolicy.isExpired(expiration: batch.expiration, now: started) {
@@ -146,11 +149,33 @@ extension SendBatchProcessor {
             return (.ackAfterPublishing([delivered()]), "broadcast_delivered")
         case .retry:
             return retry(reason)
+        case .credentialProblem where response.reason?.canonical == .featureNotEnabled:
+            pauseBroadcasts(app.bundleID, reason: reason, logger: logger)
+            return (.retry(reason: reason), "paused")
         case .credentialProblem:
             pauseApp(app.bundleID, reason: reason, logger: logger)
             return (.retry(reason: reason), "paused")
         case .channelNotRegistered, .permanentFailure:
             return failed(reason)
+        }
+    }
+
+    /// The pause of an app's broadcasts alone, in ``AppPauses`` beside the apps' own pauses.
+    static func broadcastPauseKey(_ app: String) -> String { "\(app) broadcasts" }
+
+    /// APNs says the app has no Broadcast capability: its broadcasts pause for the credential pause,
+    /// its notifications to devices do not.
+    func pauseBroadcasts(_ app: String, reason: String, logger: Logger) {
+        metrics.credentialFailure(app: app)
+        if pauses.pause(Self.broadcastPauseKey(app), for: configuration.credentialPause, now: now()) {
+            if let pauseNotes {
+                let duration = configuration.credentialPause
+                Task { try? await pauseNotes.write(app: app, reason: "\(reason) (broadcasts only)", duration: duration) }
+            }
+            logger.critical(
+                "APNs says broadcasting is not enabled for the app: its broadcasts are paused, its notifications to devices keep flowing. Enable the Broadcast capability of its App ID on developer.apple.com.",
+                metadata: ["push.reason": "\(reason)", "push.pause_s": "\(configuration.credentialPause.components.seconds)"]
+            )
         }
     }
 

@@ -43,6 +43,33 @@ struct SendBroadcastTests {
         }
     }
 
+    /// An app without the Broadcast capability (APNs answers `BroadcastFeatureNotEnabled`, its
+    /// spelling of the table's `FeatureNotEnabled`): its broadcasts pause, its pushes to devices do not.
+    @Test func aMissingBroadcastCapabilityPausesOnlyTheAppsBroadcasts() async throws {
+        try await withSendService("broadcast-feature") { fixture in
+            let created = try await fixture.sandbox.push(
+                path: "/1/apps/\(fixture.app)/channels", headers: [("authorization", SandboxProcess.bearer())],
+                body: #"{"message-storage-policy": 0, "push-type": "LiveActivity"}"#)
+            let channel = try #require(created.headers["apns-channel-id"], "\(created)")
+            try await fixture.setFault(#"{"broadcast_feature_not_enabled": true}"#)
+            try await fixture.run { _ in
+                try await fixture.publish(broadcast(fixture, channel: channel))
+                try await eventually("APNs refused the broadcast") {
+                    let byReason = try await fixture.stats()["by_reason"] as? [String: Any]
+                    return number(byReason?["BroadcastFeatureNotEnabled"]) == 1
+                }
+                // A push to a device of the same app still goes out.
+                try await fixture.publish(fixture.batch([TestTokens.random()]))
+                let events = try await fixture.events(1)
+                #expect(events.map(\.routingKey) == ["delivered"] && events.first?.channel == nil, "\(events.map(\.routingKey))")
+                // The broadcast came back from its retry tier (1 s) and waited: APNs was not asked again.
+                try await Task.sleep(for: .milliseconds(2500))
+                let byReason = try await fixture.stats()["by_reason"] as? [String: Any]
+                #expect(number(byReason?["BroadcastFeatureNotEnabled"]) == 1, "\(String(describing: byReason))")
+            }
+        }
+    }
+
     @Test func aBroadcastOnAnUnknownChannelFailsWithApplesReasonAndIsNotRetried() async throws {
         try await withSendService("broadcast-unknown") { fixture in
             try await fixture.run { _ in
