@@ -143,9 +143,11 @@ struct APNsClientTransportTests {
         let client = try makeClient(sandbox) { $0.connections = 2 }
 
         // Resets and GOAWAYs: a connection is reset after every 200 answers, with the streams still in
-        // flight cut off, and sent a GOAWAY after every 300 streams. Every tenth request may wait only
-        // 30 ms: those queued while the connections reconnect time out in the queue.
-        #expect(try await sandbox.admin("PUT", "/faults", body: #"{"drop_every":200,"goaway_every":300}"#).status == 200)
+        // flight cut off, and sent a GOAWAY after every 300 streams. Answers wait 20 ms, so a
+        // connection has begun its 300th stream before its 200th answer (at loopback speed the reset
+        // came first and no GOAWAY was ever sent). Every tenth request may wait only 30 ms: those
+        // queued while the connections reconnect time out.
+        #expect(try await sandbox.admin("PUT", "/faults", body: #"{"drop_every":200,"goaway_every":300,"delay_ms":20}"#).status == 200)
         let faults = AnswerLedger(requests: 1500)
         for index in 0..<1500 {
             let timeout: Duration = index % 10 == 0 ? .milliseconds(30) : .seconds(30)
