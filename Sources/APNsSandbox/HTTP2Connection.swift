@@ -55,6 +55,8 @@ final class HTTP2Connection {
     private unowned let worker: WorkerContext
     private(set) var phase = Phase.handshaking
     private var authentication = ConnectionAuthentication.none
+    /// The key and `iat` of the provider tokens this connection carried.
+    private var tokens = ConnectionTokens()
     private var streams: [Int32: Stream] = [:]
     /// The handshake waits for room in the socket.
     private var handshakeWantsWritable = false
@@ -361,7 +363,7 @@ extension HTTP2Connection: HTTP2SessionDelegate {
             worker.batch.droppedConnections += 1
             return
         }
-        let answer = worker.answer(stream.request, authentication: authentication)
+        let answer = worker.answer(stream.request, authentication: authentication, tokens: &tokens)
         if let delay = worker.rules.faults.delayMilliseconds, delay > 0 {
             stream.delayedAnswer = answer
             worker.schedule(DelayedAnswer(connectionID: id, streamID: streamID), afterMilliseconds: UInt64(delay))

@@ -28,7 +28,7 @@ public final class ProviderTokenVerifier {
 
     /// What a token's text says, independent of the time it is used.
     private enum Verdict {
-        case wellFormed(issuedAt: Int64)
+        case wellFormed(issuedAt: Int64, keyID: String)
         case invalid
     }
 
@@ -60,22 +60,28 @@ public final class ProviderTokenVerifier {
     ///   - authorization: The header's value, `bearer <JWT>`.
     ///   - now: Seconds since 1970.
     public func rejection(authorization: String, now: Int64) -> APNsReason? {
-        let verdict: Verdict
-        if let cached = cache[authorization] {
-            verdict = cached
-        } else {
-            verdict = evaluate(authorization)
-            if cache.count >= Self.cacheLimit { cache.removeAll(keepingCapacity: true) }
-            cache[authorization] = verdict
-        }
-        switch verdict {
+        switch verdict(authorization) {
         case .invalid:
             return .invalidProviderToken
-        case .wellFormed(let issuedAt):
+        case .wellFormed(let issuedAt, _):
             if now - issuedAt > Self.maximumAge { return .expiredProviderToken }
             if issuedAt - now > Self.maximumClockSkew { return .invalidProviderToken }
             return nil
         }
+    }
+
+    /// The key id and `iat` of a well-formed (and, with keys, verified) token; nil otherwise.
+    func identity(of authorization: String) -> (keyID: String, issuedAt: Int64)? {
+        guard case .wellFormed(let issuedAt, let keyID) = verdict(authorization) else { return nil }
+        return (keyID, issuedAt)
+    }
+
+    private func verdict(_ authorization: String) -> Verdict {
+        if let cached = cache[authorization] { return cached }
+        let verdict = evaluate(authorization)
+        if cache.count >= Self.cacheLimit { cache.removeAll(keepingCapacity: true) }
+        cache[authorization] = verdict
+        return verdict
     }
 
     private func evaluate(_ authorization: String) -> Verdict {
@@ -94,12 +100,12 @@ public final class ProviderTokenVerifier {
             let parsed = ProviderTokenClaims(header: header, claims: claims)
         else { return .invalid }
         if let team = keyTeams[parsed.keyID], team != parsed.issuer { return .invalid }
-        guard !publicKeys.isEmpty else { return .wellFormed(issuedAt: parsed.issuedAt) }
+        guard !publicKeys.isEmpty else { return .wellFormed(issuedAt: parsed.issuedAt, keyID: parsed.keyID) }
         guard let key = publicKeys[parsed.keyID],
             let ecdsa = try? P256.Signing.ECDSASignature(rawRepresentation: signature)
         else { return .invalid }
         let signingInput = Data("\(parts[0]).\(parts[1])".utf8)
-        return key.isValidSignature(ecdsa, for: signingInput) ? .wellFormed(issuedAt: parsed.issuedAt) : .invalid
+        return key.isValidSignature(ecdsa, for: signingInput) ? .wellFormed(issuedAt: parsed.issuedAt, keyID: parsed.keyID) : .invalid
     }
 
     static func base64URLDecode(_ text: Substring) -> [UInt8]? {

@@ -58,8 +58,19 @@ final class WorkerContext {
         (rules, rulesGeneration) = state.rules()
     }
 
-    /// Validates, applies faults and token states, counts, and records a delivery.
-    func answer(_ request: PushRequest, authentication: ConnectionAuthentication) -> PushAnswer {
+    /// Validates, applies faults and token states, counts, and records a delivery. `tokens` is the
+    /// connection's record of its provider tokens (``ConnectionTokens``).
+    func answer(_ request: PushRequest, authentication: ConnectionAuthentication, tokens: inout ConnectionTokens) -> PushAnswer {
+        if case .none = authentication, let authorization = request.value(of: "authorization"),
+            let identity = verifier.identity(of: authorization),
+            let refusal = tokens.admit(keyID: identity.keyID, issuedAt: identity.issuedAt)
+        {
+            batch.count(status: refusal.status, reason: refusal.reason.rawValue)
+            let requestID = ChannelRoute(path: request.path) != nil
+            return PushAnswer(
+                status: refusal.status, apnsID: request.validAPNsID ?? random.uuidString(), uniqueID: nil, body: refusal.body,
+                idHeader: requestID ? "apns-request-id" : "apns-id")
+        }
         if let route = ChannelRoute(path: request.path) {
             return answerChannelRequest(request, route: route, authentication: authentication)
         }

@@ -51,8 +51,9 @@ struct APNsClientTransportTests {
         await client.shutdown()
     }
 
-    /// An idle connection the server closes with a GOAWAY saying IdleTimeout: routine, so the next
-    /// notification opens a new connection without a backoff.
+    /// An idle connection the server closes with a GOAWAY saying IdleTimeout: the client hears the
+    /// reason and the next notification opens a new connection (that a routine close adds no backoff
+    /// is the state machine's test; a wall-clock bound here would only measure the machine's load).
     @Test func anIdleTimeoutGoawayIsRoutine() async throws {
         let sandbox = try await SandboxProcess(arguments: ["--idle-timeout-s", "1"])
         let reasons = Mutex<[String: Int]>([:])
@@ -63,9 +64,7 @@ struct APNsClientTransportTests {
         #expect(try await client.send(alert()).status == 200)
         try await eventually("the idle connection is closed", timeout: .seconds(10)) { client.openConnections == 0 }
         #expect(reasons.withLock { $0 } == ["IdleTimeout": 1], "\(reasons.withLock { $0 })")
-        let started = ContinuousClock.now
         #expect(try await client.send(alert()).status == 200)
-        #expect(ContinuousClock.now - started < .milliseconds(500), "no backoff after a routine close")
         #expect(client.connectionsOpened == 2)
         await client.shutdown()
     }
