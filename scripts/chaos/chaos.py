@@ -651,6 +651,8 @@ class Run:
         self.clear_at = None
         self.known_connections = {}
         self.window_at_kills = []      # push-send's push_send_window_size just before each kill -9
+        self.failures = []             # what a scenario's own checks found (added to the result's why)
+        self.connections_at = None     # the sandbox's accepted connections when the GOAWAY faults began
 
     def note(self, text):
         self.notes.append(text)
@@ -782,6 +784,25 @@ class Run:
             http_json(self.stack.port["admin"], "PUT", "/faults", f)
         self.note("sandbox faults " + " ".join(json.dumps(f, separators=(",", ":")) for f in faults))
 
+    def goaway_faults(self, reason, every=200):
+        """GOAWAY after every `every` streams, with `reason` in the frame as APNs writes it."""
+        if self.connections_at is None:
+            self.connections_at = (int(stats(self.stack).get("connections", 0)), time.monotonic())
+        self.faults({"goaway_every": every, "goaway_reason": reason})
+
+    def check_reconnect_rate(self, slots):
+        """After GOAWAY faults: push-send opened at most one connection a second per slot (its floor),
+        plus the slots themselves, never the connect/disconnect loop Apple treats as an attack."""
+        opened_before, since = self.connections_at
+        opened = int(stats(self.stack).get("connections", 0)) - opened_before
+        seconds = time.monotonic() - since
+        ceiling = int(slots * (seconds + 1)) + slots
+        self.note(f"connections opened under GOAWAY faults: {opened} in {seconds:.1f} s "
+                  f"(ceiling {ceiling}: {slots} slots, one a second each)")
+        if opened > ceiling:
+            self.failures.append(f"{opened} connections in {seconds:.1f} s under GOAWAY faults > {ceiling}: a reconnect loop")
+        self.clear_faults()
+
     def clear_faults(self):
         http_json(self.stack.port["admin"], "DELETE", "/faults")
         if self.latency:
@@ -836,6 +857,13 @@ SCENARIOS = collections.OrderedDict([
     ("apns-faults", dict(doc="sandbox: 10% 503 + 5% 429 + GOAWAY every 10,000 streams from 30% delivered for 10 s", events=[
         (("delivered", 0.3), lambda r: r.faults({"status": 503, "rate": 0.1}, {"status": 429, "rate": 0.05}, {"goaway_every": 10000})),
         (("after", 10), lambda r: r.clear_faults())])),
+    ("apns-goaway-reasons", dict(doc="sandbox: GOAWAY every 200 streams saying InvalidProviderToken, then Shutdown, then IdleTimeout "
+                                 "(5 s each) from 30% delivered; push-send opens at most one connection a second per slot",
+                                 env={"push-send": {"PUSH_SEND_CONNECTIONS": "4"}}, events=[
+        (("delivered", 0.3), lambda r: r.goaway_faults("InvalidProviderToken")),
+        (("after", 5), lambda r: r.goaway_faults("Shutdown")),
+        (("after", 5), lambda r: r.goaway_faults("IdleTimeout")),
+        (("after", 5), lambda r: r.check_reconnect_rate(4))])),
     ("apns-drop", dict(doc="sandbox: connections dropped every 2,000 requests from 30% delivered for 10 s", events=[
         (("delivered", 0.3), lambda r: r.faults({"drop_every": 2000})),
         (("after", 10), lambda r: r.clear_faults())])),
@@ -1120,6 +1148,7 @@ def run_scenario(stack, name, latency, n_tokens):
     # check (push-send's counters first: stop_all ends the process)
     r.lost_answers = lost_answers(stack.port["push-send"])
     accepted = check(stack, r, result, qs, tokens)
+    result["why"].extend(r.failures)
     check_report(stack, result, request_id, accepted, r.dead)
     statuses = stack.stop_all()
     for svc, code in statuses.items():
