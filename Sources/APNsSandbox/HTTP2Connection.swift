@@ -73,8 +73,12 @@ final class HTTP2Connection {
     /// When a stream last began (or the connection was taken), monotonic ms: for the idle timeout.
     private var lastActiveAt: UInt64
 
+    /// The API the listener it came in on serves.
+    let role: ListenerRole
+
     /// Takes ownership of `fd` (non-blocking, connected).
-    init(fd: Int32, id: UInt64, worker: WorkerContext) throws(SandboxError) {
+    init(fd: Int32, id: UInt64, role: ListenerRole = .combined, worker: WorkerContext) throws(SandboxError) {
+        self.role = role
         do {
             tls = try TLSStream(context: worker.tls, fd: fd, role: .server)
         } catch {
@@ -363,7 +367,7 @@ extension HTTP2Connection: HTTP2SessionDelegate {
             worker.batch.droppedConnections += 1
             return
         }
-        let answer = worker.answer(stream.request, authentication: authentication, tokens: &tokens)
+        let answer = worker.answer(stream.request, authentication: authentication, tokens: &tokens, role: role)
         if let delay = worker.rules.faults.delayMilliseconds, delay > 0 {
             stream.delayedAnswer = answer
             worker.schedule(DelayedAnswer(connectionID: id, streamID: streamID), afterMilliseconds: UInt64(delay))

@@ -20,6 +20,10 @@ public struct SandboxConfiguration: Sendable {
     public var port: Int
     /// Admin HTTP/1.1 port, `--admin-port`; 0 picks a free one.
     public var adminPort: Int
+    /// `--management-port`: channel management gets a TLS listener of its own, as at Apple (where
+    /// the push port then answers it 404 `BadPath`, and this one answers notifications and
+    /// broadcasts so); nil serves every API on ``port``. 0 picks a free one.
+    public var managementPort: Int?
     public var identity: ServerIdentity
     /// `--public-key KEYID=PEM`: key id → public key PEM text. Empty accepts any well-formed ES256 token.
     public var publicKeys: [String: String]

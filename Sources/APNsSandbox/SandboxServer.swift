@@ -19,7 +19,10 @@ public final class SandboxServer: Service, Sendable, CustomStringConvertible {
     public let port: Int
     /// The address it listens on.
     public let host: String
+    /// The channel-management port, when it has its own (``SandboxConfiguration/managementPort``).
+    public let managementPort: Int?
     private let listener: ListeningSocket
+    private let managementListener: ListeningSocket?
     private let acceptorWake: WakePipe
     private let workers: [SandboxWorker]
     private let shutdownTimeout: Duration
@@ -75,8 +78,12 @@ public final class SandboxServer: Service, Sendable, CustomStringConvertible {
             throw SandboxError(.socket, "\(error)")
         }
         self.listener = try ListeningSocket(host: configuration.host, port: configuration.port)
+        self.managementListener = try configuration.managementPort.map { port throws(SandboxError) in
+            try ListeningSocket(host: configuration.host, port: port)
+        }
         self.host = configuration.host
         self.port = listener.port
+        self.managementPort = managementListener?.port
         self.shutdownTimeout = configuration.shutdownTimeout
         self.logger = logger
         // Written once the port is bound: a client that sees the file can connect.
@@ -155,33 +162,35 @@ public final class SandboxServer: Service, Sendable, CustomStringConvertible {
     }
 
     /// The accept thread: waits in poll for connections (or the stop signal) and hands each to the
-    /// worker with the fewest connections.
+    /// worker with the fewest connections, with the API its listener serves.
     private func acceptConnections() {
         var turn = 0
+        let listeners: [(ListeningSocket, ListenerRole)] =
+            managementListener.map { [(listener, .push), ($0, .management)] } ?? [(listener, .combined)]
         while !stopAccepting.load(ordering: .acquiring) {
-            var pollSet = [
-                pollfd(fd: listener.fd, events: Int16(POLLIN), revents: 0),
-                pollfd(fd: acceptorWake.readEnd, events: Int16(POLLIN), revents: 0),
-            ]
+            var pollSet = [pollfd(fd: acceptorWake.readEnd, events: Int16(POLLIN), revents: 0)]
+            for (socket, _) in listeners { pollSet.append(pollfd(fd: socket.fd, events: Int16(POLLIN), revents: 0)) }
             _ = poll(&pollSet, nfds_t(pollSet.count), 1000)
-            if pollSet[1].revents != 0 { acceptorWake.drain() }
-            guard pollSet[0].revents != 0, !stopAccepting.load(ordering: .acquiring) else { continue }
-            for _ in 0..<Self.acceptsPerPass {
-                let socket: Int32?
-                do {
-                    socket = try listener.accept()
-                } catch {
-                    // Out of descriptors or memory: back off instead of spinning on a readable listener.
-                    logger.warning("cannot accept a connection", metadata: ["sandbox.error": "\(error)"])
-                    usleep(100_000)
-                    break
+            if pollSet[0].revents != 0 { acceptorWake.drain() }
+            for (offset, (socket, role)) in listeners.enumerated() {
+                guard pollSet[offset + 1].revents != 0, !stopAccepting.load(ordering: .acquiring) else { continue }
+                for _ in 0..<Self.acceptsPerPass {
+                    let accepted: Int32?
+                    do {
+                        accepted = try socket.accept()
+                    } catch {
+                        // Out of descriptors or memory: back off instead of spinning on a readable listener.
+                        logger.warning("cannot accept a connection", metadata: ["sandbox.error": "\(error)"])
+                        usleep(100_000)
+                        break
+                    }
+                    guard let accepted else { break }
+                    turn += 1
+                    leastBusyWorker(turn: turn).adopt(accepted, role: role)
                 }
-                guard let socket else { break }
-                turn += 1
-                leastBusyWorker(turn: turn).adopt(socket)
             }
         }
-        listener.close()
+        for (socket, _) in listeners { socket.close() }
     }
 
     /// Connections accepted per wake-up before checking for the stop signal again.

@@ -11,7 +11,7 @@ import Synchronization
 /// commit the pass's deliveries and counts to ``SandboxState`` (one lock), then write the answers.
 final class SandboxWorker: @unchecked Sendable {
     private struct Inbox {
-        var sockets: [Int32] = []
+        var sockets: [(fd: Int32, role: ListenerRole)] = []
         /// Set by ``beginDrain(within:)``: milliseconds left for in-flight streams.
         var drainTimeout: UInt64?
     }
@@ -42,10 +42,10 @@ final class SandboxWorker: @unchecked Sendable {
         nextConnectionID = UInt64(index) << 48
     }
 
-    /// Hands a connected socket to this worker (from the acceptor thread).
-    func adopt(_ socket: Int32) {
+    /// Hands a connected socket, accepted on a listener of `role`, to this worker (from the acceptor thread).
+    func adopt(_ socket: Int32, role: ListenerRole) {
         connectionCount.add(1, ordering: .relaxed)
-        inbox.withLock { $0.sockets.append(socket) }
+        inbox.withLock { $0.sockets.append((socket, role)) }
         wakePipe.wake()
     }
 
@@ -149,7 +149,7 @@ final class SandboxWorker: @unchecked Sendable {
         for socket in sockets {
             nextConnectionID += 1
             do {
-                let connection = try HTTP2Connection(fd: socket, id: nextConnectionID, worker: context)
+                let connection = try HTTP2Connection(fd: socket.fd, id: nextConnectionID, role: socket.role, worker: context)
                 connections[connection.id] = connection
                 order.append(connection)
                 if drainDeadline != nil { connection.goAway() }

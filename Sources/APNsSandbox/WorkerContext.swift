@@ -60,7 +60,24 @@ final class WorkerContext {
 
     /// Validates, applies faults and token states, counts, and records a delivery. `tokens` is the
     /// connection's record of its provider tokens (``ConnectionTokens``).
-    func answer(_ request: PushRequest, authentication: ConnectionAuthentication, tokens: inout ConnectionTokens) -> PushAnswer {
+    func answer(
+        _ request: PushRequest, authentication: ConnectionAuthentication, tokens: inout ConnectionTokens, role: ListenerRole = .combined
+    )
+        -> PushAnswer
+    {
+        let route = ChannelRoute(path: request.path)
+        guard role.serves(route) else {
+            // The other host's API, as Apple's servers answer it.
+            let refusal = PushRejection(404, .badPath)
+            if route == nil {
+                batch.count(status: 404, reason: refusal.reason.rawValue)
+            } else {
+                batch.countChannelRequest(status: 404, reason: refusal.reason.rawValue)
+            }
+            return PushAnswer(
+                status: 404, apnsID: request.validAPNsID ?? random.uuidString(), uniqueID: nil, body: refusal.body,
+                idHeader: route == nil ? "apns-id" : "apns-request-id")
+        }
         if case .none = authentication, let authorization = request.value(of: "authorization"),
             let identity = verifier.identity(of: authorization),
             let refusal = tokens.admit(keyID: identity.keyID, issuedAt: identity.issuedAt)
@@ -71,7 +88,7 @@ final class WorkerContext {
                 status: refusal.status, apnsID: request.validAPNsID ?? random.uuidString(), uniqueID: nil, body: refusal.body,
                 idHeader: requestID ? "apns-request-id" : "apns-id")
         }
-        if let route = ChannelRoute(path: request.path) {
+        if let route {
             return answerChannelRequest(request, route: route, authentication: authentication)
         }
         let apnsID = request.validAPNsID ?? random.uuidString()

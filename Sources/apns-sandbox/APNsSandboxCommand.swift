@@ -43,6 +43,12 @@ struct APNsSandboxCommand: AsyncParsableCommand {
     @Option(help: "Admin HTTP/1.1 JSON API port.")
     var adminPort: Int = 2198
 
+    @Option(
+        help:
+            "A TLS port for channel management alone, as Apple's api-manage-broadcast hosts (2195/2196): the HTTP/2 port then answers it 404 BadPath, and this one notifications and broadcasts. Without it the HTTP/2 port answers every API."
+    )
+    var managementPort: Int?
+
     @Option(help: "Server certificate (PEM). Without it a self-signed CA and certificate are made.")
     var tlsCert: String?
 
@@ -83,7 +89,8 @@ struct APNsSandboxCommand: AsyncParsableCommand {
     var idleTimeoutS: Int?
 
     func validate() throws {
-        for (name, value) in [("--port", port), ("--admin-port", adminPort)] where !(1...65535).contains(value) {
+        for (name, value) in [("--port", port), ("--admin-port", adminPort), ("--management-port", managementPort ?? 1)]
+        where !(1...65535).contains(value) {
             throw ValidationError("\(name) \(value) is not a port number (1–65535)")
         }
         if (tlsCert == nil) != (tlsKey == nil) {
@@ -136,6 +143,7 @@ struct APNsSandboxCommand: AsyncParsableCommand {
             configuration.host = host
             configuration.keyTeams = try Self.keyTeams(keyTeam)
             configuration.strictPriorities = strictPriorities
+            configuration.managementPort = managementPort
             configuration.idleTimeout = idleTimeoutS.map { .seconds($0) }
             sandbox = try buildAPNsSandbox(configuration: configuration, logger: logger) { adminPort in
                 logger.info("admin API listening", metadata: ["sandbox.admin_port": "\(adminPort)"])
@@ -150,6 +158,7 @@ struct APNsSandboxCommand: AsyncParsableCommand {
             "sandbox.client_ca": "\(clientCa ?? "none")",
         ]
         if let caOut { metadata["sandbox.ca_file"] = "\(caOut)" }
+        if let management = sandbox.server.managementPort { metadata["sandbox.management_port"] = "\(management)" }
         logger.info("HTTP/2 listening", metadata: metadata)
         try await runService(services: sandbox.services, adminServer: nil, shutdownTimeout: environment.shutdownTimeout, logger: logger)
     }

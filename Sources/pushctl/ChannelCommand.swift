@@ -38,6 +38,12 @@ extension PushctlCommand {
             @Flag(help: "Print the result (or APNs' refusal) as JSON.")
             var json = false
 
+            @Option(
+                help:
+                    "Channel-management endpoint URL, e.g. https://127.0.0.1:2195 for apns-sandbox --management-port 2195 (default: --endpoint, else Apple's api-manage-broadcast host for --environment). Broadcasts (channel send) go to --endpoint."
+            )
+            var managementEndpoint: String?
+
             func uuid() throws -> UUID? {
                 guard let requestID else { return nil }
                 guard let uuid = UUID(uuidString: requestID) else { throw ValidationError("--request-id must be a UUID (got '\(requestID)')") }
@@ -232,8 +238,16 @@ extension PushctlCommand {
     }
 }
 
-/// The management endpoint the options name: `--endpoint`, else the environment's management host.
-private func managementEndpoint(_ options: APNsOptions) throws -> APNsEndpoint {
+/// The management endpoint the options name: `--management-endpoint`, else `--endpoint` (an
+/// apns-sandbox serving every API on one port), else the environment's management host.
+private func managementEndpoint(_ options: APNsOptions, _ common: PushctlCommand.Channel.Common) throws -> APNsEndpoint {
+    if let endpoint = common.managementEndpoint {
+        do {
+            return try APNsEndpoint(url: endpoint)
+        } catch {
+            throw ValidationError("--management-endpoint: \(error.message)")
+        }
+    }
     if let endpoint = options.endpoint { return try APNsEndpoint(url: endpoint) }
     switch options.environment {
     case "production": return .managementProduction
@@ -250,7 +264,7 @@ private func withChannelClient<T: Sendable>(
     _ body: (APNsChannelClient) async throws(APNsChannelError) -> T
 ) async throws -> T {
     var configuration = try options.clientConfiguration(ephemeralKeyAllowed: false)
-    configuration.endpoint = try managementEndpoint(options)
+    configuration.endpoint = try managementEndpoint(options, common)
     configuration.connections = 1
     configuration.requestTimeout = .seconds(common.timeout)
     let client = try APNsChannelClient(configuration: configuration, logger: Logger(label: "pushctl", factory: { _ in SwiftLogNoOpLogHandler() }))

@@ -256,3 +256,44 @@ struct APNsChannelClientTests {
         await channels.shutdown()
     }
 }
+
+/// apns-sandbox with `--management-port`: channel management on its own port, as at Apple, and each
+/// API refused with 404 `BadPath` on the other's port.
+@Suite("APNs channel management on its own port")
+struct APNsManagementPortTests {
+    @Test func eachAPIAnswersOnlyOnItsOwnPort() async throws {
+        let managementPort = TestServers.freePort()
+        let sandbox = try await SandboxProcess(arguments: ["--management-port", String(managementPort)])
+        var configuration = APNsClientConfiguration(
+            endpoint: try APNsEndpoint(url: "https://127.0.0.1:\(managementPort)"), credentials: .token(SandboxProcess.signingKey),
+            caFile: sandbox.caFile)
+        configuration.connections = 1
+        let management = try APNsChannelClient(configuration: configuration, logger: TestLogger.make("apns-management-port"))
+        let channel = try await management.create(bundleID: APNsChannelClientTests.app, storagePolicy: .noMessageStored)
+
+        // Management sent to the push port: what a client gets from Apple's push host.
+        let misdirected = try makeChannelClient(sandbox)
+        do {
+            _ = try await misdirected.list(bundleID: APNsChannelClientTests.app)
+            Issue.record("the push port answered channel management")
+        } catch {
+            #expect(error.status == 404 && error.reason == .badPath, "\(error)")
+            #expect(error.description.contains("management"), "\(error)")
+        }
+
+        // Broadcasts and notifications go to the push port, and only there.
+        let push = try makeClient(sandbox)
+        let broadcast = APNsBroadcast(bundleID: APNsChannelClientTests.app, channelID: channel, payload: APNsChannelClientTests.payload)
+        #expect(try await push.send(broadcast).status == 200)
+        #expect(try await push.send(alert()).status == 200)
+        var onManagement = configuration
+        onManagement.connections = 1
+        let wrongHost = try APNsClient(configuration: onManagement, logger: TestLogger.make("apns-management-port"))
+        let notification = try await wrongHost.send(alert())
+        #expect(notification.status == 404 && notification.reason == .badPath)
+        let wrongBroadcast = try await wrongHost.send(broadcast)
+        #expect(wrongBroadcast.status == 404)
+        for client in [management, misdirected] { await client.shutdown() }
+        for client in [push, wrongHost] { await client.shutdown() }
+    }
+}

@@ -28,6 +28,22 @@ struct PushctlChannelTests {
         return try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], "\(output)")
     }
 
+    /// With the sandbox serving channel management on its own port, as Apple does: `--management-endpoint`
+    /// reaches it; management sent to the push port gets Apple's 404 BadPath (exit 1, the reason named).
+    @Test func managementGoesToItsOwnEndpoint() async throws {
+        let managementPort = TestServers.freePort()
+        let sandbox = try await SandboxProcess(arguments: ["--management-port", String(managementPort)])
+        let target = try target(sandbox)
+        let created = try await pushctl(
+            ["channel", "create"] + target + ["--management-endpoint", "https://127.0.0.1:\(managementPort)", "--storage-policy", "0", "--json"])
+        #expect(created.status == 0, "\(created.output)")
+        let misdirected = try await pushctl(["channel", "list"] + target)
+        #expect(misdirected.status == 1, "\(misdirected.output)")
+        #expect(misdirected.output.contains("BadPath") && misdirected.output.contains("management"), "\(misdirected.output)")
+        let bad = try await pushctl(["channel", "list"] + target + ["--management-endpoint", "http://127.0.0.1:1"])
+        #expect(bad.status == 64 && bad.output.contains("--management-endpoint"), "\(bad.output)")
+    }
+
     @Test func createGetListSendDelete() async throws {
         let sandbox = try await SandboxProcess()
         let target = try target(sandbox)
