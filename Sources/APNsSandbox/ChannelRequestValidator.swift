@@ -71,7 +71,8 @@ public enum ChannelValidation: Sendable, Equatable {
 /// 8. Broadcast: `apns-push-type` present (400 `MissingPushType`) and `liveactivity` in any case
 ///    (Apple's pages spell it three ways), else 400 `InvalidPushType`; `apns-priority` 10, 5 or 1
 ///    (absent: 10; ActivityKit's channel updates take no other), else 400 `BadPriority`;
-///    `apns-expiration` a non-negative integer (absent: 0), else 400 `BadExpirationDate`, and 0 on a
+///    `apns-expiration` present and a non-negative integer, else 400 `BadExpirationDate` (independent
+///    clients report APNs refusing a broadcast without it, though the notification API defaults it), and 0 on a
 ///    No Message Stored channel ("Providing a nonzero expiration for a channel created with the No
 ///    Message Stored storage policy results in message rejection"), else 400 `BadExpirationDate`;
 ///    the payload not empty (400 `PayloadEmpty`), at most 5120 bytes (413 `PayloadTooLarge`), a JSON
@@ -209,11 +210,11 @@ public enum ChannelRequestValidator {
         if let priority = request.value(of: "apns-priority"), !PushType.broadcastPriorities.contains(where: { "\($0)" == priority }) {
             return .rejected(PushRejection(400, .badPriority))
         }
-        if let expiration = request.value(of: "apns-expiration") {
-            guard PushRequestValidator.isNonNegativeInteger(expiration) else { return .rejected(PushRejection(400, .badExpirationDate)) }
-            if channel.storagePolicy == .noMessageStored, expiration.utf8.contains(where: { $0 != UInt8(ascii: "0") }) {
-                return .rejected(PushRejection(400, .badExpirationDate))
-            }
+        guard let expiration = request.value(of: "apns-expiration"), PushRequestValidator.isNonNegativeInteger(expiration) else {
+            return .rejected(PushRejection(400, .badExpirationDate))
+        }
+        if channel.storagePolicy == .noMessageStored, expiration.utf8.contains(where: { $0 != UInt8(ascii: "0") }) {
+            return .rejected(PushRejection(400, .badExpirationDate))
         }
         guard request.bodyLength > 0 else { return .rejected(PushRejection(400, .payloadEmpty)) }
         guard request.bodyLength <= APNsBroadcast.maximumPayloadSize else { return .rejected(PushRejection(413, .payloadTooLarge)) }

@@ -1,12 +1,15 @@
 import APNs
 import Crypto
 import Foundation
+import PushCore
 
 /// Checks `authorization: bearer <JWT>` provider tokens as APNs does: an ES256 JWT whose header has
 /// `alg` ES256 and a 10-character `kid`, whose claims have a 10-character `iss` and an `iat` (see
 /// ``ProviderTokenClaims`` for the forms, a string of digits included), signed by the key `kid`
-/// names, naming in `iss` the team that key belongs to (when ``init(publicKeys:keyTeams:)`` was told),
-/// and at most an hour old (older: ``APNsReason/expiredProviderToken``).
+/// names, naming in `iss` the team that key belongs to (when ``init(publicKeys:keyTeams:keyEnvironments:environment:)``
+/// was told), of a key allowed in this server's environment (else `BadEnvironmentKeyInToken`, as APNs
+/// spells it: Apple lets a key be limited to the sandbox or to production), and at most an hour old
+/// (older: ``APNsReason/expiredProviderToken``).
 ///
 /// With no public keys every well-formed ES256 token is accepted (its signature is not checked);
 /// with keys, a token whose `kid` has none is refused. Results are cached per token text (clients
@@ -22,6 +25,8 @@ public final class ProviderTokenVerifier {
 
     private let publicKeys: [String: P256.Signing.PublicKey]
     private let keyTeams: [String: String]
+    private let keyEnvironments: [String: AppConfiguration.Environment]
+    private let environment: AppConfiguration.Environment
     private var cache: [String: Verdict] = [:]
     /// Verdicts cached now (at most ``cacheLimit``).
     var cachedVerdicts: Int { cache.count }
@@ -36,13 +41,31 @@ public final class ProviderTokenVerifier {
     ///   - publicKeys: Key id (`kid`) → public key; empty accepts any well-formed token.
     ///   - keyTeams: Key id → the team id the key belongs to (`--key-team`): a token with that `kid`
     ///     must name the team in `iss`, as Apple refuses a key used for another team.
-    public init(publicKeys: [String: P256.Signing.PublicKey] = [:], keyTeams: [String: String] = [:]) {
+    ///   - keyEnvironments: Key id → the one environment the key may be used in (`--key-environment`);
+    ///     keys not named serve both.
+    ///   - environment: The environment this server plays (`--environment`).
+    public init(
+        publicKeys: [String: P256.Signing.PublicKey] = [:], keyTeams: [String: String] = [:],
+        keyEnvironments: [String: AppConfiguration.Environment] = [:], environment: AppConfiguration.Environment = .sandbox
+    ) {
         self.publicKeys = publicKeys
         self.keyTeams = keyTeams
+        self.keyEnvironments = keyEnvironments
+        self.environment = environment
+    }
+
+    /// The verifier `configuration` describes; throws naming the key id whose PEM is unusable.
+    public convenience init(configuration: SandboxConfiguration) throws(SandboxError) {
+        try self.init(
+            publicKeyPEMs: configuration.publicKeys, keyTeams: configuration.keyTeams, keyEnvironments: configuration.keyEnvironments,
+            environment: configuration.environment)
     }
 
     /// Parses PEM public keys by key id; throws naming the key id whose PEM is unusable.
-    public convenience init(publicKeyPEMs: [String: String], keyTeams: [String: String] = [:]) throws(SandboxError) {
+    public convenience init(
+        publicKeyPEMs: [String: String], keyTeams: [String: String] = [:],
+        keyEnvironments: [String: AppConfiguration.Environment] = [:], environment: AppConfiguration.Environment = .sandbox
+    ) throws(SandboxError) {
         var keys: [String: P256.Signing.PublicKey] = [:]
         for (keyID, pem) in publicKeyPEMs {
             do {
@@ -51,11 +74,12 @@ public final class ProviderTokenVerifier {
                 throw SandboxError(.configuration, "--public-key \(keyID): not a P-256 public key in PEM (\(error))")
             }
         }
-        self.init(publicKeys: keys, keyTeams: keyTeams)
+        self.init(publicKeys: keys, keyTeams: keyTeams, keyEnvironments: keyEnvironments, environment: environment)
     }
 
     /// nil when the `authorization` value carries a valid, fresh token; otherwise the reason APNs
-    /// gives (403 ``APNsReason/invalidProviderToken`` or ``APNsReason/expiredProviderToken``).
+    /// gives (403 ``APNsReason/invalidProviderToken``, `BadEnvironmentKeyInToken` or
+    /// ``APNsReason/expiredProviderToken``).
     /// - Parameters:
     ///   - authorization: The header's value, `bearer <JWT>`.
     ///   - now: Seconds since 1970.
@@ -63,7 +87,8 @@ public final class ProviderTokenVerifier {
         switch verdict(authorization) {
         case .invalid:
             return .invalidProviderToken
-        case .wellFormed(let issuedAt, _):
+        case .wellFormed(let issuedAt, let keyID):
+            if let allowed = keyEnvironments[keyID], allowed != environment { return .badEnvironmentKeyInToken }
             if now - issuedAt > Self.maximumAge { return .expiredProviderToken }
             if issuedAt - now > Self.maximumClockSkew { return .invalidProviderToken }
             return nil

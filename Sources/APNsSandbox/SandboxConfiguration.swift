@@ -1,3 +1,5 @@
+import PushCore
+
 /// How to run apns-sandbox: the executable's flags, and what tests set.
 public struct SandboxConfiguration: Sendable {
     /// Where the server's TLS certificate comes from.
@@ -31,6 +33,11 @@ public struct SandboxConfiguration: Sendable {
     /// name that team in `iss` (else 403 `InvalidProviderToken`). Keys not named here take any
     /// well-formed team id.
     public var keyTeams: [String: String] = [:]
+    /// `--key-environment KEYID=sandbox|production`: a key Apple limits to one environment; its tokens
+    /// in the other answer 403 `BadEnvironmentKeyInToken`. Keys not named here serve both.
+    public var keyEnvironments: [String: AppConfiguration.Environment] = [:]
+    /// `--environment`: which of Apple's environments this server plays, for ``keyEnvironments``.
+    public var environment: AppConfiguration.Environment = .sandbox
     /// `--client-ca`: a PEM file of CA certificates whose client certificates are accepted.
     public var clientCAFile: String?
     /// Event-loop threads, each owning its connections.

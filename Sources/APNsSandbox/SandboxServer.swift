@@ -57,13 +57,13 @@ public final class SandboxServer: Service, Sendable, CustomStringConvertible {
             throw SandboxError(error)
         }
         // Parsed once here so a bad key stops the start with a message naming it.
-        _ = try ProviderTokenVerifier(publicKeyPEMs: configuration.publicKeys, keyTeams: configuration.keyTeams)
+        _ = try ProviderTokenVerifier(configuration: configuration)
         var workers: [SandboxWorker] = []
         for index in 0..<configuration.workerThreads {
             let context = WorkerContext(
                 tls: tls,
                 state: state,
-                verifier: try ProviderTokenVerifier(publicKeyPEMs: configuration.publicKeys, keyTeams: configuration.keyTeams),
+                verifier: try ProviderTokenVerifier(configuration: configuration),
                 seed: state.faultSeed.map { $0 &+ UInt64(index) },
                 logger: logger
             )

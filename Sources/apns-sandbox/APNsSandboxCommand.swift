@@ -2,6 +2,7 @@ import APNsSandbox
 import ArgumentParser
 import Foundation
 import Logging
+import PushCore
 import PushServiceKit
 
 /// The APNs-compatible HTTP/2 server for local runs, tests and benchmarks (CONTRACT.md, "apns-sandbox").
@@ -64,6 +65,15 @@ struct APNsSandboxCommand: AsyncParsableCommand {
     @Option(help: "KEYID=TEAMID: JWTs with this kid must name this team id in iss, as Apple requires of a key's tokens (repeatable).")
     var keyTeam: [String] = []
 
+    @Option(
+        help:
+            "KEYID=sandbox|production: a key Apple limits to one environment; its tokens here, when this server plays the other (--environment), answer 403 BadEnvironmentKeyInToken (repeatable). Keys not named serve both."
+    )
+    var keyEnvironment: [String] = []
+
+    @Option(name: .customLong("environment"), help: "The Apple environment this server plays, for --key-environment: sandbox or production.")
+    var appleEnvironment: String = AppConfiguration.Environment.sandbox.rawValue
+
     @Option(help: "CA (PEM) whose client certificates are accepted for certificate auth.")
     var clientCa: String?
 
@@ -110,6 +120,8 @@ struct APNsSandboxCommand: AsyncParsableCommand {
             throw ValidationError("--public-key '\(entry)' must be KEYID=PEM")
         }
         _ = try Self.keyTeams(keyTeam)
+        _ = try Self.keyEnvironments(keyEnvironment)
+        _ = try Self.environment(appleEnvironment)
         guard recordLimit >= 1 else { throw ValidationError("--record-limit must be at least 1") }
         guard (1...64).contains(workers) else { throw ValidationError("--workers must be 1–64") }
         guard channelLimit >= 1 else { throw ValidationError("--channel-limit must be at least 1") }
@@ -142,6 +154,8 @@ struct APNsSandboxCommand: AsyncParsableCommand {
             )
             configuration.host = host
             configuration.keyTeams = try Self.keyTeams(keyTeam)
+            configuration.keyEnvironments = try Self.keyEnvironments(keyEnvironment)
+            configuration.environment = try Self.environment(appleEnvironment)
             configuration.strictPriorities = strictPriorities
             configuration.managementPort = managementPort
             configuration.idleTimeout = idleTimeoutS.map { .seconds($0) }
@@ -177,6 +191,31 @@ struct APNsSandboxCommand: AsyncParsableCommand {
             teams[parts[0]] = parts[1]
         }
         return teams
+    }
+
+    /// `KEYID=sandbox|production` entries → key id → the one environment the key serves.
+    static func keyEnvironments(_ entries: [String]) throws -> [String: AppConfiguration.Environment] {
+        var environments: [String: AppConfiguration.Environment] = [:]
+        for entry in entries {
+            let parts = entry.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
+            guard parts.count == 2, ProviderTokenClaims.isAppleIdentifier(parts[0]),
+                let environment = AppConfiguration.Environment(rawValue: parts[1].lowercased())
+            else {
+                throw ValidationError("--key-environment '\(entry)' must be KEYID=sandbox or KEYID=production, the key id 10 letters or digits")
+            }
+            guard environments[parts[0]] == nil || environments[parts[0]] == environment else {
+                throw ValidationError("--key-environment gives key \(parts[0]) two environments; leave it out to serve both")
+            }
+            environments[parts[0]] = environment
+        }
+        return environments
+    }
+
+    static func environment(_ text: String) throws -> AppConfiguration.Environment {
+        guard let environment = AppConfiguration.Environment(rawValue: text.lowercased()) else {
+            throw ValidationError("--environment '\(text)' must be sandbox or production")
+        }
+        return environment
     }
 
     /// `KEYID=PEM` entries → key id → PEM text (the value is a file path unless it is PEM itself).

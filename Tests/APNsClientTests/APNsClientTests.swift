@@ -135,6 +135,27 @@ struct APNsClientTests {
         await trusted.shutdown()
     }
 
+    /// A key Apple limits to production, used against the development servers: APNs answers 403 with
+    /// its own spelling, `BadEnvironmentKeyInToken`, and the client takes it as a credential problem
+    /// (push-send pauses the app) rather than a broken notification.
+    @Test func aKeyLimitedToTheOtherEnvironmentIsACredentialProblem() async throws {
+        let publicKey = "ABC123DEFG=\(try writePublicKey(SandboxProcess.signingKey))"
+        let development = try await SandboxProcess(arguments: ["--public-key", publicKey, "--key-environment", "ABC123DEFG=production"])
+        let client = try makeClient(development)
+        let response = try await client.send(alert())
+        #expect(response.status == 403)
+        #expect(response.reason?.rawValue == "BadEnvironmentKeyInToken")
+        #expect(response.reason?.canonical == .badEnvironmentKeyIdInToken)
+        #expect(response.outcome == .credentialProblem)
+        await client.shutdown()
+
+        let production = try await SandboxProcess(
+            arguments: ["--public-key", publicKey, "--key-environment", "ABC123DEFG=production", "--environment", "production"])
+        let live = try makeClient(production)
+        #expect(try await live.send(alert()).status == 200)
+        await live.shutdown()
+    }
+
     @Test func reusesOneProviderTokenAndRefreshesItAfterFortyMinutes() async throws {
         let sandbox = try await SandboxProcess(arguments: ["--public-key", "ABC123DEFG=\(try writePublicKey(SandboxProcess.signingKey))"])
         // Our clock starts 41 minutes behind: the first token is 41 minutes old for the server (valid).

@@ -46,7 +46,7 @@ import Testing
             method: "POST", path: "/4/broadcasts/apps/com.example.app",
             headers: [
                 PushRequest.Field("authorization", SandboxProcess.bearer()), PushRequest.Field("apns-channel-id", Self.channel),
-                PushRequest.Field("apns-push-type", "liveactivity"),
+                PushRequest.Field("apns-push-type", "liveactivity"), PushRequest.Field("apns-expiration", "0"),
             ], body: #"{"aps":{"event":"update"}}"#)
         #expect(broadcast == .accepted(.broadcast(bundleID: "com.example.app", channelID: Self.channel)))
     }

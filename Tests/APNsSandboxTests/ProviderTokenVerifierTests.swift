@@ -1,6 +1,7 @@
 import APNs
 import Crypto
 import Foundation
+import PushCore
 import Testing
 
 @testable import APNsSandbox
@@ -86,6 +87,24 @@ struct ProviderTokenVerifierTests {
             // A key with no team given takes any well-formed team.
             #expect(verifier.rejection(authorization: "bearer \(try otherKey.providerToken(issuedAt: Self.now))", now: Self.now) == nil)
         }
+    }
+
+    /// Apple lets a key be limited to one environment; its tokens in the other are refused with the
+    /// reason APNs sends (`BadEnvironmentKeyInToken`), which the client takes as a credential problem.
+    @Test func aKeyLimitedToOneEnvironmentIsRefusedInTheOther() throws {
+        let production = try APNsSigningKey(p8: P256.Signing.PrivateKey().pemRepresentation, keyID: "PROD123456", teamID: "DEF123GHIJ")
+        let both = try APNsSigningKey(p8: P256.Signing.PrivateKey().pemRepresentation, keyID: "BOTH123456", teamID: "DEF123GHIJ")
+        let limits: [String: AppConfiguration.Environment] = ["PROD123456": .production]
+        let development = ProviderTokenVerifier(keyEnvironments: limits, environment: .sandbox)
+        let live = ProviderTokenVerifier(keyEnvironments: limits, environment: .production)
+        let productionToken = "bearer \(try production.providerToken(issuedAt: Self.now))"
+        let bothToken = "bearer \(try both.providerToken(issuedAt: Self.now))"
+        let refusal = development.rejection(authorization: productionToken, now: Self.now)
+        #expect(refusal == .badEnvironmentKeyInToken && refusal?.rawValue == "BadEnvironmentKeyInToken")
+        #expect(refusal.map { APNsOutcome(status: 403, reason: $0, timestamp: nil) } == .credentialProblem)
+        #expect(live.rejection(authorization: productionToken, now: Self.now) == nil)
+        #expect(development.rejection(authorization: bothToken, now: Self.now) == nil)
+        #expect(live.rejection(authorization: bothToken, now: Self.now) == nil)
     }
 
     @Test func malformedTokens() {

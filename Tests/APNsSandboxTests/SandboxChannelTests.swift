@@ -136,11 +136,11 @@ struct SandboxChannelTests {
         #expect(number(stats["delivered"]) == 2)
 
         // Apple's pages spell the push type three ways; all are accepted. A Most Recent Message
-        // Stored channel takes a nonzero expiration, and a broadcast may leave out priority and
-        // expiration.
+        // Stored channel takes a nonzero expiration, and a broadcast may leave out priority (10).
         for pushType in ["LiveActivity", "Liveactivity"] {
             let spelled = try await sandbox.push(
-                path: Self.broadcastPath, headers: Self.auth() + [("apns-channel-id", channel), ("apns-push-type", pushType)], body: Self.payload)
+                path: Self.broadcastPath,
+                headers: Self.auth() + [("apns-channel-id", channel), ("apns-push-type", pushType), ("apns-expiration", "0")], body: Self.payload)
             #expect(spelled.status == 200, "\(pushType): \(spelled)")
         }
         #expect(number(try await sandbox.admin("GET", "/stats").json?["delivered"]) == 4)
@@ -202,6 +202,11 @@ struct SandboxChannelTests {
             ),
             ("priority 7", "POST", broadcast, Self.broadcastHeaders(quiet, priority: "7"), Self.payload, 400, "BadPriority"),
             ("expiration not a number", "POST", broadcast, Self.broadcastHeaders(stored, expiration: "soon"), Self.payload, 400, "BadExpirationDate"),
+            (
+                "broadcast without an expiration", "POST", broadcast,
+                auth + [("apns-channel-id", stored), ("apns-push-type", "liveactivity"), ("apns-priority", "10")], Self.payload, 400,
+                "BadExpirationDate"
+            ),
             (
                 "expiration on a No Message Stored channel", "POST", broadcast, Self.broadcastHeaders(quiet, expiration: "1767225600"), Self.payload,
                 400,
