@@ -25,9 +25,12 @@ public struct PushQueues: Sendable, Hashable {
     public var registrations: WorkQueue {
         WorkQueue(name: "\(prefix).registrations", routingKey: "registration", retryTiers: [.seconds(5), .seconds(60), .seconds(600)])
     }
-    /// Send batches; its tiers grow from 1 s so a brief APNs 503 costs little, up to 10 min.
+    /// Send batches; its tiers grow from 1 s so a lost connection costs little, up to 15 min, the
+    /// wait Apple asks for before a notification APNs answered with a 5xx is tried again.
     public var send: WorkQueue {
-        WorkQueue(name: "\(prefix).send", routingKey: "send", retryTiers: [.seconds(1), .seconds(5), .seconds(30), .seconds(120), .seconds(600)])
+        WorkQueue(
+            name: "\(prefix).send", routingKey: "send",
+            retryTiers: [.seconds(1), .seconds(5), .seconds(30), .seconds(120), .seconds(600), .seconds(900)])
     }
     public var feedback: WorkQueue {
         WorkQueue(name: "\(prefix).feedback", routingKey: "feedback", retryTiers: [.seconds(5), .seconds(60), .seconds(600)])
@@ -80,9 +83,22 @@ public struct WorkQueue: Sendable, Hashable {
     /// The retry queue for a message that went through `retries` tiers already, or nil when it
     /// should be dead-lettered: `maximum` retries are used up, or `retries` is negative (the count
     /// comes from a header anyone could set). Past the last tier it stays on the last (longest) one.
-    public func retryQueue(afterRetries retries: Int, maximum: Int) -> String? {
+    ///
+    /// - Parameter atLeast: The shortest wait the retry's cause allows (APNs' 5xx and 429 ask for a
+    ///   delay); the tier is the longer of the count's tier and the shortest one covering this.
+    public func retryQueue(afterRetries retries: Int, maximum: Int, atLeast: Duration = .zero) -> String? {
         guard retries >= 0, retries < maximum, !retryTiers.isEmpty else { return nil }
-        return retryQueue(tier: Swift.min(retries, retryTiers.count - 1))
+        return retryQueue(tier: Self.tier(afterRetries: retries, atLeast: atLeast, in: retryTiers))
+    }
+
+    /// The tier (index into `tiers`, shortest first, not empty) of a message that went through
+    /// `retries` tiers already: the tiers climb with the count and stay on the last, and never go
+    /// below the shortest tier at least `atLeast` long (the last tier when none is).
+    public static func tier(afterRetries retries: Int, atLeast: Duration, in tiers: [Duration]) -> Int {
+        let climbed = Swift.min(Swift.max(0, retries), tiers.count - 1)
+        guard atLeast > .zero else { return climbed }
+        let floor = tiers.firstIndex { $0 >= atLeast } ?? tiers.count - 1
+        return Swift.max(climbed, floor)
     }
 
     /// All retry queue names with their delays, shortest first.

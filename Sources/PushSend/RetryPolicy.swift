@@ -1,11 +1,14 @@
+import PushCore
+
 /// Where a notification that was not sent for good goes next: a delayed-retry tier of `push.send`,
 /// or nowhere (expired, or out of tries). Pure: the caller passes the time.
 ///
 /// Two kinds of "later":
-/// - a **retry** (429, 500, 503, connection lost, timeout) counts as an attempt: attempt `n` (0 for
-///   the first try) that failed goes to tier `min(n, last)`, so delays grow 1 s, 5 s, 30 s, 2 min,
-///   10 min, 10 min, … (``PushCore/PushQueues``' `send.retryTiers`); after ``maxAttempts`` tries the
-///   notification is given up (dead-lettered);
+/// - a **retry** (429, 5xx, connection lost, timeout) counts as an attempt: attempt `n` (0 for the
+///   first try) that failed goes to tier `min(n, last)`, so delays grow 1 s, 5 s, 30 s, 2 min,
+///   10 min, 15 min, 15 min, … (``PushCore/PushQueues``' `send.retryTiers`), but never to a tier
+///   shorter than what the answer asks for (``RetryWait``: 30 s after a 429, ``serverErrorWait``
+///   after a 5xx); after ``maxAttempts`` tries the notification is given up (dead-lettered);
 /// - a **deferral** (rate limited, the app's sending paused) is not an attempt: it goes to the shortest
 ///   tier at least as long as the wait asked for (the longest tier if none is), at most
 ///   ``maxDeferrals`` times.
@@ -25,11 +28,26 @@ public struct RetryPolicy: Sendable, Hashable {
     /// Deferrals of one notification (at least 1).
     public let maxDeferrals: Int
 
-    public init(tiers: [Duration], maxAttempts: Int, maxDeferrals: Int) {
+    /// The shortest wait after a 429 (``RetryWait/backOff``): Apple asks for "a delay" and names none.
+    public static let backOffWait: Duration = .seconds(30)
+    /// The shortest wait after a 5xx (``RetryWait/serverError``); Apple's page says 15 minutes.
+    public let serverErrorWait: Duration
+
+    public init(tiers: [Duration], maxAttempts: Int, maxDeferrals: Int, serverErrorWait: Duration = .seconds(900)) {
         precondition(!tiers.isEmpty, "a retry policy needs at least one tier")
         self.tiers = tiers
         self.maxAttempts = Swift.max(1, maxAttempts)
         self.maxDeferrals = Swift.max(1, maxDeferrals)
+        self.serverErrorWait = serverErrorWait
+    }
+
+    /// The shortest wait `wait` allows before the next try.
+    public func shortestWait(_ wait: RetryWait) -> Duration {
+        switch wait {
+        case .prompt: .zero
+        case .backOff: Self.backOffWait
+        case .serverError: serverErrorWait
+        }
     }
 
     public enum Decision: Sendable, Hashable {
@@ -44,14 +62,15 @@ public struct RetryPolicy: Sendable, Hashable {
     /// After attempt `attempt` (0-based) of a notification failed with a retryable answer.
     ///
     /// - Parameters:
+    ///   - wait: How soon the answer allows another try.
     ///   - expiration: The batch's `expiration` (seconds since 1970; 0 = try once).
     ///   - now: Milliseconds since 1970.
-    public func afterRetryableFailure(attempt: Int, expiration: Int64?, now: Int64) -> Decision {
+    public func afterRetryableFailure(attempt: Int, wait: RetryWait = .prompt, expiration: Int64?, now: Int64) -> Decision {
         // Written so that no attempt count from a message can overflow.
         if attempt >= maxAttempts - 1 {
             return .exhausted
         }
-        let tier = Swift.min(Swift.max(0, attempt), tiers.count - 1)
+        let tier = WorkQueue.tier(afterRetries: attempt, atLeast: shortestWait(wait), in: tiers)
         return checked(tier: tier, expiration: expiration, now: now)
     }
 

@@ -65,10 +65,10 @@ extension SendBatchProcessor {
                 app: app.bundleID, requestID: batch.requestID, batchID: batch.batchID, channel: channel, reason: reason, at: now())
             return (.ackAfterPublishing([event(failure)]), "broadcast_failed")
         }
-        /// Another try later, if the expiration and the attempts allow one.
-        func retry(_ reason: String) -> (DeliveryDisposition, String) {
-            switch policy.afterRetryableFailure(attempt: attempt, expiration: batch.expiration, now: now()) {
-            case .republish: (.retry(reason: reason), "broadcast_retried")
+        /// Another try later, if the expiration and the attempts allow one, no sooner than `wait` allows.
+        func retry(_ reason: String, wait: RetryWait = .prompt) -> (DeliveryDisposition, String) {
+            switch policy.afterRetryableFailure(attempt: attempt, wait: wait, expiration: batch.expiration, now: now()) {
+            case .republish: (.retry(reason: reason, atLeast: policy.shortestWait(wait)), "broadcast_retried")
             case .expired: failed("Expired")
             case .exhausted: failed(reason)
             }
@@ -92,8 +92,8 @@ extension SendBatchProcessor {
             logger.warning(
                 "dedupe lookup failed; broadcasting without it (a redelivered broadcast may go out twice)", metadata: ["push.error": "\(error)"])
         }
-        if pauses.remaining(app.bundleID, now: started) != nil || pauses.remaining(Self.broadcastPauseKey(app.bundleID), now: started) != nil {
-            return (.retry(reason: Self.pausedReason), "paused")
+        if let paused = pauses.remaining(app.bundleID, now: started) ?? pauses.remaining(Self.broadcastPauseKey(app.bundleID), now: started) {
+            return (.retry(reason: Self.pausedReason, atLeast: paused), "paused")
         }
         if RetryPolicy.isExpired(expiration: batch.expiration, now: started) {
             return failed("Expired")
@@ -104,7 +104,7 @@ extension SendBatchProcessor {
         } catch {
             logger.critical("cannot make an APNs client for the app: its credentials or endpoint are unusable", metadata: ["push.error": "\(error)"])
             pauseApp(app.bundleID, reason: "InvalidCredentials", logger: logger)
-            return (.retry(reason: "InvalidCredentials"), "paused")
+            return (.retry(reason: "InvalidCredentials", atLeast: configuration.credentialPause), "paused")
         }
         let broadcast = APNsBroadcast(
             bundleID: app.bundleID, channelID: channel, priority: decoded.priority, expiration: batch.expiration ?? 0,
@@ -128,7 +128,7 @@ extension SendBatchProcessor {
                 return (.requeue(after: .zero), "requeued")
             case .credentials:
                 pauseApp(app.bundleID, reason: "InvalidCredentials", logger: logger)
-                return (.retry(reason: "InvalidCredentials"), "paused")
+                return (.retry(reason: "InvalidCredentials", atLeast: configuration.credentialPause), "paused")
             case .connectionLost where atMostOnce, .timeout where atMostOnce:
                 // APNs may have accepted what it did not answer: at most once reports it unknown.
                 return failed(Self.unknownReason)
@@ -148,13 +148,13 @@ extension SendBatchProcessor {
             metrics.delivered(app: app.bundleID, count: 1)
             return (.ackAfterPublishing([delivered()]), "broadcast_delivered")
         case .retry:
-            return retry(reason)
+            return retry(reason, wait: RetryWait(status: response.status, reason: response.reason))
         case .credentialProblem where response.reason?.canonical == .featureNotEnabled:
             pauseBroadcasts(app.bundleID, reason: reason, logger: logger)
-            return (.retry(reason: reason), "paused")
+            return (.retry(reason: reason, atLeast: configuration.credentialPause), "paused")
         case .credentialProblem:
             pauseApp(app.bundleID, reason: reason, logger: logger)
-            return (.retry(reason: reason), "paused")
+            return (.retry(reason: reason, atLeast: configuration.credentialPause), "paused")
         case .channelNotRegistered, .permanentFailure:
             return failed(reason)
         }

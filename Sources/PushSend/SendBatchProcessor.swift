@@ -74,7 +74,9 @@ public struct SendBatchProcessor: Sendable {
         self.rateLimits = rateLimits
         self.pauses = pauses
         self.queues = queues
-        self.policy = RetryPolicy(tiers: queues.send.retryTiers, maxAttempts: configuration.maxAttempts, maxDeferrals: configuration.maxDeferrals)
+        self.policy = RetryPolicy(
+            tiers: queues.send.retryTiers, maxAttempts: configuration.maxAttempts, maxDeferrals: configuration.maxDeferrals,
+            serverErrorWait: configuration.serverErrorRetry)
         self.configuration = configuration
         self.metrics = clients.metrics
         self.reports = reports.map { ReportWriter(reports: $0, logger: logger) }

@@ -9,7 +9,8 @@ public import PushCore
 /// messages. Rules:
 /// - delivered (now or earlier) → counted; one `delivered` event for the batch;
 /// - invalid token → a ``PushCore/FeedbackEvent`` on `push.feedback`, and `failed.<Reason>`;
-/// - retry → a smaller batch (attempt + 1) on the retry tier ``RetryPolicy`` picks; expired →
+/// - retry → a smaller batch (attempt + 1) on the retry tier ``RetryPolicy`` picks (climbing with
+///   the attempt, never shorter than the answer's ``RetryWait``); expired →
 ///   `failed.Expired`; out of attempts → `push.dead` and `failed.<Reason>`;
 /// - deferred, or a credential problem (deferred by the app's pause) → a smaller batch (same attempt,
 ///   one more deferral) on a tier at least as long as the wait; expired or out of deferrals as above;
@@ -75,8 +76,8 @@ public struct SendBatchReport: Sendable {
                 plan.feedback.append(
                     FeedbackEvent(app: batch.app, token: token, reason: reason, timestamp: since, reportedAt: now, requestID: batch.requestID))
                 fail(token, reason)
-            case .retry(let reason):
-                switch policy.afterRetryableFailure(attempt: batch.attempt, expiration: batch.expiration, now: now) {
+            case .retry(let reason, let wait):
+                switch policy.afterRetryableFailure(attempt: batch.attempt, wait: wait, expiration: batch.expiration, now: now) {
                 case .republish(let tier):
                     republish[RepublishKey(tier: tier, attempt: batch.attempt + 1, deferrals: deferrals, reason: reason), default: []].append(token)
                     plan.retried[reason, default: 0] += 1

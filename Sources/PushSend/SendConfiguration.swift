@@ -24,6 +24,8 @@ public struct SendConfiguration: Sendable, Hashable {
     public var drainTimeout: Duration
     public var dedupeTTL: Duration
     public var credentialPause: Duration
+    /// The shortest wait before a notification APNs answered with a 5xx goes again (``RetryWait/serverError``).
+    public var serverErrorRetry: Duration
     public var rateLimitsEnabled: Bool
     public var queuePrefix: String
 
@@ -38,6 +40,7 @@ public struct SendConfiguration: Sendable, Hashable {
         drainTimeout: Duration = .seconds(20),
         dedupeTTL: Duration = .seconds(86_400),
         credentialPause: Duration = .seconds(60),
+        serverErrorRetry: Duration = .seconds(900),
         rateLimitsEnabled: Bool = true,
         queuePrefix: String = "push"
     ) {
@@ -51,6 +54,7 @@ public struct SendConfiguration: Sendable, Hashable {
         self.drainTimeout = drainTimeout
         self.dedupeTTL = dedupeTTL
         self.credentialPause = credentialPause
+        self.serverErrorRetry = serverErrorRetry
         self.rateLimitsEnabled = rateLimitsEnabled
         self.queuePrefix = queuePrefix
     }
@@ -87,6 +91,15 @@ public struct SendConfiguration: Sendable, Hashable {
             .seconds("PUSH_SEND_DRAIN_TIMEOUT_S", \.drainTimeout, "seconds SIGTERM lets in-flight batches finish"),
             .seconds("PUSH_SEND_DEDUPE_TTL_S", \.dedupeTTL, "seconds an accepted notification is remembered"),
             .seconds("PUSH_SEND_CREDENTIAL_PAUSE_S", \.credentialPause, "seconds an app pauses after APNs refused its credentials"),
+            ConfigurationKey(
+                "PUSH_SEND_SERVER_ERROR_RETRY_S",
+                "seconds at least before a notification APNs answered 500 or 503 ServiceUnavailable goes again; Apple asks for 900 (0–900)",
+                default: { "\($0.serverErrorRetry.components.seconds)" }
+            ) { reader, settings, defaults throws(ConfigurationError) in
+                let seconds = try reader.int(
+                    "PUSH_SEND_SERVER_ERROR_RETRY_S", default: Int(defaults.serverErrorRetry.components.seconds), in: 0...900)
+                settings.serverErrorRetry = .seconds(seconds)
+            },
             .bool("PUSH_SEND_RATE_LIMITS", \.rateLimitsEnabled, "apply the apps file's rate_limits"),
             .text(
                 "PUSH_SEND_QUEUE_PREFIX", \.queuePrefix, expected: "a RabbitMQ name prefix (letters, digits, '.', '-', '_')",

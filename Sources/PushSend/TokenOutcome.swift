@@ -12,8 +12,8 @@ public enum TokenOutcome: Sendable, Equatable {
     /// The token is dead or not this app's (410, `BadDeviceToken`, `DeviceTokenNotForTopic`).
     /// `since` is APNs' 410 timestamp (ms).
     case invalidToken(reason: String, since: Int64?)
-    /// Worth another try later: 429, 500, 503, a lost connection, a timeout.
-    case retry(reason: String)
+    /// Worth another try later: 429, 5xx, a lost connection, a timeout; `wait` says how soon.
+    case retry(reason: String, wait: RetryWait = .prompt)
     /// Not sent yet and to be tried after `retryAfter` without counting as an attempt: a rate limit,
     /// or the app's sending is paused.
     case deferred(reason: String, retryAfter: Duration)
@@ -35,7 +35,7 @@ public enum TokenOutcome: Sendable, Equatable {
         case .invalidToken(let since):
             self = .invalidToken(reason: reason, since: since)
         case .retry:
-            self = .retry(reason: reason)
+            self = .retry(reason: reason, wait: RetryWait(status: response.status, reason: response.reason))
         case .credentialProblem:
             self = .credentialProblem(reason: reason)
         case .permanentFailure:

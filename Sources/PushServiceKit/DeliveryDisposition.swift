@@ -12,9 +12,10 @@ public enum DeliveryDisposition: Sendable {
     /// ``DeliverySettler/publishFailureBackoff`` and done again.
     case ackAfterPublishing([AMQPOutboundMessage])
     /// Worth another try later (a dependency is unavailable): a copy goes to the work queue's next
-    /// delayed-retry tier, counted in ``DeliverySettler/retriesHeader``, then ack. Dead-lettered instead
+    /// delayed-retry tier, counted in ``DeliverySettler/retriesHeader``, then ack; never to a tier
+    /// shorter than `atLeast` (APNs asked for a delay, or the app is paused). Dead-lettered instead
     /// once ``DeliverySettler/maximumRetries`` are used up, or when the header is not a retry count.
-    case retry(reason: String)
+    case retry(reason: String, atLeast: Duration = .zero)
     /// Never processable (malformed, refused for good): the original body and properties go to the
     /// dead queue with `reason` in ``PushCore/PushQueues/errorHeader``, then ack.
     case deadLetter(reason: String)

@@ -9,7 +9,7 @@ public import PushCore
 ///
 /// The rules every consumer shares (CONTRACT.md, "RabbitMQ topology"):
 /// - a **retry** republishes the original body and properties, with ``retriesHeader`` counting the
-///   passes, to the retry tier `WorkQueue.retryQueue(afterRetries:maximum:)` picks (the tiers' queue
+///   passes, to the retry tier `WorkQueue.retryQueue(afterRetries:maximum:atLeast:)` picks (the tiers' queue
 ///   TTL dead-letters it back to the work queue through the default exchange); the header's count
 ///   climbs the tiers and stays on the longest one; after ``maximumRetries`` passes, or when the
 ///   header is negative or not an integer (anyone could set it), the message is dead-lettered;
@@ -67,7 +67,7 @@ public struct DeliverySettler: Sendable {
             return .requeue(after: delay)
         case .abandon:
             return .leave
-        case .retry(let reason):
+        case .retry(let reason, let atLeast):
             guard let retries = Self.retries(in: properties.headers) else {
                 let deadReason = "\(gaveUp): \(Self.retriesHeader) is not a retry count: \(reason)"
                 return .deadLetter(deadLetter(body: body, properties: properties, reason: deadReason), reason: deadReason, gaveUp: true)
@@ -76,7 +76,7 @@ public struct DeliverySettler: Sendable {
                 let deadReason = "\(gaveUp): \(Self.retriesHeader) is \(retries), not a retry count (0 or more): \(reason)"
                 return .deadLetter(deadLetter(body: body, properties: properties, reason: deadReason), reason: deadReason, gaveUp: true)
             }
-            guard let target = queue.retryQueue(afterRetries: retries, maximum: Self.maximumRetries) else {
+            guard let target = queue.retryQueue(afterRetries: retries, maximum: Self.maximumRetries, atLeast: atLeast) else {
                 let deadReason =
                     retries > Self.maximumRetries
                     ? "\(gaveUp): \(Self.retriesHeader) is \(retries), more than the \(Self.maximumRetries) retries a delivery gets: \(reason)"
@@ -85,7 +85,7 @@ public struct DeliverySettler: Sendable {
             }
             var copy = properties
             copy.headers[Self.retriesHeader] = .int64(Int64(retries + 1))
-            let tier = queue.retryTiers[Swift.min(retries, queue.retryTiers.count - 1)]
+            let tier = queue.retryTiers[WorkQueue.tier(afterRetries: retries, atLeast: atLeast, in: queue.retryTiers)]
             copy.timestamp = now + UInt64(Swift.max(0, tier.components.seconds))
             // Retry tiers dead-letter back to the work queue through the default exchange.
             let message = AMQPOutboundMessage(exchange: "", routingKey: target, body: body, properties: copy)

@@ -12,6 +12,20 @@ import Testing
         let delays = PushQueues.standard.send.retryTiers
         #expect(delays == delays.sorted())
         #expect(PushQueues.standard.send.retryQueue(tier: 0) == "push.send.retry.1s")
+        #expect(PushQueues.standard.send.retryQueues.last?.name == "push.send.retry.15m", "Apple's 15 minutes after a 5xx")
+    }
+
+    @Test func aTierClimbsWithTheCountAndNeverGoesBelowTheWaitAskedFor() {
+        let tiers: [Duration] = [.seconds(1), .seconds(5), .seconds(30), .seconds(120), .seconds(600), .seconds(900)]
+        #expect((0..<8).map { WorkQueue.tier(afterRetries: $0, atLeast: .zero, in: tiers) } == [0, 1, 2, 3, 4, 5, 5, 5])
+        #expect((0..<5).map { WorkQueue.tier(afterRetries: $0, atLeast: .seconds(30), in: tiers) } == [2, 2, 2, 3, 4])
+        #expect((0..<3).map { WorkQueue.tier(afterRetries: $0, atLeast: .seconds(900), in: tiers) } == [5, 5, 5])
+        #expect(WorkQueue.tier(afterRetries: 0, atLeast: .seconds(3600), in: tiers) == 5, "longer than every tier: the last")
+        #expect(WorkQueue.tier(afterRetries: 0, atLeast: .milliseconds(1001), in: tiers) == 1)
+        #expect(WorkQueue.tier(afterRetries: -3, atLeast: .zero, in: tiers) == 0)
+        let send = PushQueues.standard.send
+        #expect(send.retryQueue(afterRetries: 0, maximum: 10, atLeast: .seconds(900)) == "push.send.retry.15m")
+        #expect(send.retryQueue(afterRetries: 10, maximum: 10, atLeast: .seconds(900)) == nil)
     }
 
     @Test func standardNamesMatchTheContract() {

@@ -1,3 +1,4 @@
+import APNs
 import PushCore
 import Testing
 
@@ -15,7 +16,45 @@ import Testing
         #expect(policy.afterRetryableFailure(attempt: 2, expiration: nil, now: now) == .republish(tier: 2))
         #expect(policy.afterRetryableFailure(attempt: 3, expiration: nil, now: now) == .exhausted, "4 tries in all")
         let long = RetryPolicy(tiers: PushQueues.standard.send.retryTiers, maxAttempts: 20, maxDeferrals: 3)
-        #expect(long.afterRetryableFailure(attempt: 12, expiration: nil, now: now) == .republish(tier: 4), "past the last tier it stays there")
+        #expect(long.afterRetryableFailure(attempt: 12, expiration: nil, now: now) == .republish(tier: 5), "past the last tier it stays there")
+    }
+
+    /// Apple: a 5xx may be retried after 15 minutes, `TooManyRequests` after a delay; a notification
+    /// whose connection went away (or was answered `Shutdown`) goes again at once on another.
+    @Test func eachAnswerWaitsAtLeastWhatAppleAsksFor() {
+        let long = RetryPolicy(tiers: PushQueues.standard.send.retryTiers, maxAttempts: 20, maxDeferrals: 3)
+        let tiers = long.tiers
+        func delays(_ wait: RetryWait) -> [Duration] {
+            (0..<7).map { attempt in
+                guard case .republish(let tier) = long.afterRetryableFailure(attempt: attempt, wait: wait, expiration: nil, now: now) else {
+                    return .zero
+                }
+                return tiers[tier]
+            }
+        }
+        #expect(delays(.prompt) == [1, 5, 30, 120, 600, 900, 900].map { .seconds($0) })
+        #expect(delays(.backOff) == [30, 30, 30, 120, 600, 900, 900].map { .seconds($0) })
+        #expect(delays(.serverError) == Array(repeating: .seconds(900), count: 7))
+        let impatient = RetryPolicy(tiers: tiers, maxAttempts: 20, maxDeferrals: 3, serverErrorWait: .seconds(5))
+        #expect(impatient.afterRetryableFailure(attempt: 0, wait: .serverError, expiration: nil, now: now) == .republish(tier: 1))
+        let none = RetryPolicy(tiers: tiers, maxAttempts: 20, maxDeferrals: 3, serverErrorWait: .zero)
+        #expect(none.afterRetryableFailure(attempt: 0, wait: .serverError, expiration: nil, now: now) == .republish(tier: 0))
+        // A 5xx with 10 minutes left: the 15 minute wait would outlive it.
+        #expect(long.afterRetryableFailure(attempt: 0, wait: .serverError, expiration: now / 1000 + 600, now: now) == .expired)
+        #expect(long.afterRetryableFailure(attempt: 0, wait: .prompt, expiration: now / 1000 + 600, now: now) == .republish(tier: 0))
+    }
+
+    @Test func answersAreSortedIntoWaitsByStatusAndReason() {
+        #expect(RetryWait(status: 503, reason: .shutdown) == .prompt)
+        #expect(RetryWait(status: 503, reason: APNsReason("Shutdown")) == .prompt)
+        #expect(RetryWait(status: 400, reason: .idleTimeout) == .prompt)
+        #expect(RetryWait(status: 429, reason: .tooManyRequests) == .backOff)
+        #expect(RetryWait(status: 429, reason: .tooManyProviderTokenUpdates) == .backOff)
+        #expect(RetryWait(status: 429, reason: nil) == .backOff)
+        #expect(RetryWait(status: 500, reason: .internalServerError) == .serverError)
+        #expect(RetryWait(status: 503, reason: .serviceUnavailable) == .serverError)
+        #expect(RetryWait(status: 503, reason: nil) == .serverError)
+        #expect(RetryWait(status: 502, reason: nil) == .serverError)
     }
 
     @Test func aRetryNeverOutlivesTheExpiration() {
@@ -32,7 +71,7 @@ import Testing
         #expect(policy.deferral(retryAfter: .seconds(1), deferrals: 0, expiration: nil, now: now) == .republish(tier: 0))
         #expect(policy.deferral(retryAfter: .milliseconds(1001), deferrals: 0, expiration: nil, now: now) == .republish(tier: 1))
         #expect(policy.deferral(retryAfter: .seconds(60), deferrals: 2, expiration: nil, now: now) == .republish(tier: 3))
-        #expect(policy.deferral(retryAfter: .seconds(3600), deferrals: 0, expiration: nil, now: now) == .republish(tier: 4), "the longest tier")
+        #expect(policy.deferral(retryAfter: .seconds(3600), deferrals: 0, expiration: nil, now: now) == .republish(tier: 5), "the longest tier")
         #expect(policy.deferral(retryAfter: .seconds(1), deferrals: 3, expiration: nil, now: now) == .exhausted)
         #expect(policy.deferral(retryAfter: .seconds(60), deferrals: 0, expiration: now / 1000 + 100, now: now) == .expired)
     }

@@ -38,8 +38,8 @@ import Testing
         report.record(t[1], .alreadyDelivered)
         report.record(t[2], .invalidToken(reason: "Unregistered", since: 1_767_000_000_000))
         report.record(t[3], .invalidToken(reason: "BadDeviceToken", since: nil))
-        report.record(t[4], .retry(reason: "ServiceUnavailable"))
-        report.record(t[5], .retry(reason: "ServiceUnavailable"))
+        report.record(t[4], .retry(reason: "ConnectionLost"))
+        report.record(t[5], .retry(reason: "ServiceUnavailable", wait: .serverError))
         report.record(t[6], .permanent(reason: "PayloadTooLarge", detail: "APNs refused the notification: 413 PayloadTooLarge"))
         report.record(t[7], .deferred(reason: "RateLimited", retryAfter: .seconds(3)))
         report.record(t[8], .dropped(reason: "RateLimited"))
@@ -50,7 +50,7 @@ import Testing
         #expect(plan.failures["BadDeviceToken"] == [t[3]])
         #expect(plan.failures["PayloadTooLarge"] == [t[6]])
         #expect(plan.failures["RateLimited"] == [t[8]])
-        #expect(plan.retried == ["ServiceUnavailable": 2])
+        #expect(plan.retried == ["ConnectionLost": 1, "ServiceUnavailable": 1])
         #expect(plan.deferred == ["RateLimited": 1])
         #expect(
             plan.feedback == [
@@ -64,12 +64,16 @@ import Testing
         #expect(plan.credentialProblem == nil && !plan.isUnfinished)
 
         let messages = plan.messages(queues: Self.queues)
-        // Retry (attempt 1, 1 s tier), deferral (attempt 0, 5 s tier), one dead letter, two feedback, 1 delivered + 4 failed events.
-        #expect(messages.count == 2 + 1 + 2 + 5)
+        // Retries (attempt 1: the 1 s tier after a lost connection, the 15 min tier after a 503),
+        // deferral (attempt 0, 5 s tier), one dead letter, two feedback, 1 delivered + 4 failed events.
+        #expect(messages.count == 3 + 1 + 2 + 5)
         let retry = try #require(messages.first { $0.routingKey == Self.queues.send.retryQueue(tier: 0) })
         #expect(retry.exchange == "", "tiers are reached through the default exchange")
         let retried = try Self.decode(SendBatch.self, retry)
-        #expect(retried.tokens == [t[4], t[5]] && retried.attempt == 1 && retried.batchID == "req-1/0#a1d0")
+        #expect(retried.tokens == [t[4]] && retried.attempt == 1 && retried.batchID == "req-1/0#a1d0")
+        let later = try #require(messages.first { $0.routingKey == "t.send.retry.15m" }, "Apple's 15 minutes after a 5xx")
+        #expect(try Self.decode(SendBatch.self, later).tokens == [t[5]])
+        #expect(later.properties.timestamp == UInt64(Self.now / 1000) + 900)
         #expect(retry.properties.headers[SendBatchPlan.deferralsHeader]?.intValue == 0)
         let deferral = try #require(messages.first { $0.routingKey == Self.queues.send.retryQueue(tier: 1) })
         let deferred = try Self.decode(SendBatch.self, deferral)
@@ -151,9 +155,12 @@ import Testing
         #expect(
             TokenOutcome(response: APNsResponse(status: 400, reason: .deviceTokenNotForTopic))
                 == .invalidToken(reason: "DeviceTokenNotForTopic", since: nil))
-        #expect(TokenOutcome(response: APNsResponse(status: 429, reason: .tooManyRequests)) == .retry(reason: "TooManyRequests"))
-        #expect(TokenOutcome(response: APNsResponse(status: 500)) == .retry(reason: "InternalServerError"))
-        #expect(TokenOutcome(response: APNsResponse(status: 503, reason: .serviceUnavailable)) == .retry(reason: "ServiceUnavailable"))
+        #expect(TokenOutcome(response: APNsResponse(status: 429, reason: .tooManyRequests)) == .retry(reason: "TooManyRequests", wait: .backOff))
+        #expect(TokenOutcome(response: APNsResponse(status: 500)) == .retry(reason: "InternalServerError", wait: .serverError))
+        #expect(
+            TokenOutcome(response: APNsResponse(status: 503, reason: .serviceUnavailable)) == .retry(reason: "ServiceUnavailable", wait: .serverError)
+        )
+        #expect(TokenOutcome(response: APNsResponse(status: 503, reason: .shutdown)) == .retry(reason: "Shutdown", wait: .prompt))
         #expect(
             TokenOutcome(response: APNsResponse(status: 403, reason: .invalidProviderToken)) == .credentialProblem(reason: "InvalidProviderToken"))
         #expect(TokenOutcome(response: APNsResponse(status: 403, reason: .badCertificate)) == .credentialProblem(reason: "BadCertificate"))

@@ -104,7 +104,7 @@ struct SendServiceTests {
 
     @Test func atMostOnceRetriesWhatAPNsRefusedAndReleasesItsClaims() async throws {
         try await withSendService("atmostonce-retry", delivery: .init(guarantee: .atMostOnce)) { fixture in
-            try await fixture.setFault(#"{"status": 503, "rate": 1.0}"#)
+            try await fixture.setFault(#"{"status": 503, "rate": 1.0, "reason": "Shutdown"}"#)
             let tokens = SendServiceFixture.tokens(6)
             try await fixture.run { _ in
                 try await fixture.publish(fixture.batch(tokens))
@@ -164,7 +164,8 @@ struct SendServiceTests {
 
     @Test func retryableFailuresGoThroughGrowingTiersUntilAttemptsRunOut() async throws {
         try await withSendService("retries", send: SendConfiguration(prefetch: 10, maxAttempts: 3, drainTimeout: .seconds(5))) { fixture in
-            try await fixture.setFault(#"{"status": 503, "rate": 1.0}"#)
+            // 503 Shutdown: the server is going away, so the tiers start at 1 s.
+            try await fixture.setFault(#"{"status": 503, "rate": 1.0, "reason": "Shutdown"}"#)
             let tokens = SendServiceFixture.tokens(2)
             try await fixture.run { _ in
                 let published = ContinuousClock.now
@@ -176,28 +177,75 @@ struct SendServiceTests {
                 let deadBatch = try JSONDecoder().decode(SendBatch.self, from: Data(dead[0].body))
                 #expect(Set(deadBatch.tokens) == Set(tokens) && deadBatch.attempt == 2)
                 #expect(
-                    dead[0].properties.headers[PushQueues.errorHeader]?.stringValue?.hasPrefix("ServiceUnavailable: gave up after 3 attempts") == true
+                    dead[0].properties.headers[PushQueues.errorHeader]?.stringValue?.hasPrefix("Shutdown: gave up after 3 attempts") == true
                 )
                 let stats = try await fixture.stats()
                 #expect(number((stats["by_status"] as? [String: Any])?["503"]) == 6, "three tries of two tokens: \(stats)")
                 let events = try await fixture.events(1)
-                #expect(events.first?.routingKey == "failed.ServiceUnavailable" && events.first?.count == 2)
+                #expect(events.first?.routingKey == "failed.Shutdown" && events.first?.count == 2)
             }
         }
     }
 
-    @Test func retriesDeliverOnceTheFaultClears() async throws {
+    /// Apple: `TooManyRequests` may be retried "with a delay"; push-send waits at least 30 s.
+    @Test func aTooManyRequestsAnswerIsRetriedAfterThirtySeconds() async throws {
         try await withSendService("recover") { fixture in
             try await fixture.setFault(#"{"status": 429, "rate": 1.0}"#)
             let tokens = SendServiceFixture.tokens(20)
             try await fixture.run { _ in
+                let published = ContinuousClock.now
                 try await fixture.publish(fixture.batch(tokens))
                 try await eventually("the first try is refused") {
                     number((try await fixture.stats()["by_status"] as? [String: Any])?["429"]) == 20
                 }
                 _ = try await fixture.sandbox.admin("DELETE", "/faults")
-                _ = try await fixture.events(untilDelivered: 20, timeout: .seconds(20))
+                try await eventually("waiting in the 30 s tier") {
+                    try await fixture.messages(in: fixture.names.send.retryQueue(tier: 2)) == 1
+                }
+                _ = try await fixture.events(untilDelivered: 20, timeout: .seconds(50))
+                let elapsed = ContinuousClock.now - published
+                #expect(elapsed >= .seconds(29), "not before the 30 s tier: \(elapsed)")
                 #expect(try await fixture.deliveriesByToken().count == 20)
+            }
+        }
+    }
+
+    /// Apple: a 5xx may be retried after 15 minutes. Both 500 and 503 `ServiceUnavailable` wait in the
+    /// 15 min tier; `PUSH_SEND_SERVER_ERROR_RETRY_S` shortens that wait.
+    @Test func serverErrorsWaitFifteenMinutesUnlessConfiguredShorter() async throws {
+        try await withSendService("server-errors") { fixture in
+            try await fixture.setFault(#"{"status": 500, "rate": 1.0}"#)
+            try await fixture.run { _ in
+                try await fixture.publish(fixture.batch(SendServiceFixture.tokens(2)))
+                try await eventually("the 500 sends it to the 15 min tier") {
+                    try await fixture.messages(in: fixture.names.send.retryQueue(tier: 5)) == 1
+                }
+                try await fixture.setFault(#"{"status": 500, "rate": 0}"#)
+                try await fixture.setFault(#"{"status": 503, "rate": 1.0}"#)
+                try await fixture.publish(fixture.batch(SendServiceFixture.tokens(3)))
+                try await eventually("the 503 ServiceUnavailable too") {
+                    try await fixture.messages(in: fixture.names.send.retryQueue(tier: 5)) == 2
+                }
+                for tier in 0..<5 {
+                    #expect(try await fixture.messages(in: fixture.names.send.retryQueue(tier: tier)) == 0)
+                }
+            }
+        }
+        let shorter = SendConfiguration(prefetch: 20, drainTimeout: .seconds(5), serverErrorRetry: .seconds(5))
+        try await withSendService("server-errors-5s", send: shorter) { fixture in
+            try await fixture.setFault(#"{"status": 500, "rate": 1.0}"#)
+            let tokens = SendServiceFixture.tokens(4)
+            try await fixture.run { _ in
+                let published = ContinuousClock.now
+                try await fixture.publish(fixture.batch(tokens))
+                try await eventually("the first try is refused") {
+                    number((try await fixture.stats()["by_status"] as? [String: Any])?["500"]) == 4
+                }
+                _ = try await fixture.sandbox.admin("DELETE", "/faults")
+                _ = try await fixture.events(untilDelivered: 4, timeout: .seconds(20))
+                let elapsed = ContinuousClock.now - published
+                #expect(elapsed >= .seconds(5), "the 5 s tier, not the 1 s one: \(elapsed)")
+                #expect(try await fixture.deliveriesByToken().count == 4)
             }
         }
     }
@@ -208,7 +256,7 @@ struct SendServiceTests {
             let stale = fixture.batch(SendServiceFixture.tokens(3), expiration: now - 10)
             let tryOnce = fixture.batch(SendServiceFixture.tokens(2), expiration: 0)
             let soon = fixture.batch(SendServiceFixture.tokens(2), expiration: now + 4)
-            try await fixture.setFault(#"{"status": 503, "rate": 1.0}"#)
+            try await fixture.setFault(#"{"status": 503, "rate": 1.0, "reason": "Shutdown"}"#)
             try await fixture.run { _ in
                 try await fixture.publish([stale, tryOnce, soon])
                 // stale: never sent; tryOnce: one try; soon: a try, a retry after 1 s, and then the

@@ -79,6 +79,28 @@ import Testing
         #expect(retries == count)
     }
 
+    /// A retry that must wait (APNs asked for a delay, the app is paused) skips the shorter tiers and
+    /// is stamped with the longer wait; the count still climbs by one.
+    @Test func aRetryNeverTakesATierShorterThanItsWait() throws {
+        let send = DeliverySettler(queue: queues.send, queues: queues, subject: "send batch", gaveUp: "APNs unavailable")
+        let settlement = send.settlement(
+            for: .retry(reason: "InternalServerError", atLeast: .seconds(900)), body: body, properties: properties(), now: 1_000_000)
+        guard case .retry(let copy, let retries, _) = settlement else {
+            Issue.record("not a retry: \(settlement)")
+            return
+        }
+        #expect(copy.routingKey == "t.send.retry.15m")
+        #expect(copy.properties.timestamp == 1_000_900)
+        #expect(retries == 1)
+        let paused = send.settlement(
+            for: .retry(reason: "Paused", atLeast: .seconds(60)), body: body, properties: properties(["x-push-retries": .int64(1)]))
+        guard case .retry(let later, _, _) = paused else {
+            Issue.record("not a retry: \(paused)")
+            return
+        }
+        #expect(later.routingKey == "t.send.retry.2m", "the shortest tier covering a 60 s pause")
+    }
+
     @Test(arguments: [
         (AMQPFieldValue.int64(10), "token registry unavailable after 10 retries: Redis down"),
         (.int64(Int64.max), "token registry unavailable: x-push-retries is \(Int64.max), more than the 10 retries a delivery gets: Redis down"),

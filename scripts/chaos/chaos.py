@@ -854,8 +854,11 @@ SCENARIOS = collections.OrderedDict([
         (("delivered", 0.3), lambda r: r.redis("kill"))])),
     ("redis-fanout", dict(doc="Redis SHUTDOWN and started mid fan-out (30% of push-render's batches)", render_rounds=True, events=[
         (("batches", 0.3), lambda r: r.redis("shutdown"))])),
-    ("apns-faults", dict(doc="sandbox: 10% 503 + 5% 429 + GOAWAY every 10,000 streams from 30% delivered for 10 s", events=[
-        (("delivered", 0.3), lambda r: r.faults({"status": 503, "rate": 0.1}, {"status": 429, "rate": 0.05}, {"goaway_every": 10000})),
+    ("apns-faults", dict(doc="sandbox: 5% 503 Shutdown + 5% 500 + 5% 429 + GOAWAY every 10,000 streams from 30% delivered for 10 s "
+                         "(the 500s wait 30 s, not Apple's 15 min, so the row ends in minutes)",
+                         env={"push-send": {"PUSH_SEND_SERVER_ERROR_RETRY_S": "30"}}, events=[
+        (("delivered", 0.3), lambda r: r.faults({"status": 503, "rate": 0.05, "reason": "Shutdown"}, {"status": 500, "rate": 0.05},
+                                                {"status": 429, "rate": 0.05}, {"goaway_every": 10000})),
         (("after", 10), lambda r: r.clear_faults())])),
     ("apns-goaway-reasons", dict(doc="sandbox: GOAWAY every 200 streams saying InvalidProviderToken, then Shutdown, then IdleTimeout "
                                  "(5 s each) from 30% delivered; push-send opens at most one connection a second per slot",

@@ -1182,7 +1182,7 @@ class Run:
         """{queue: ready messages} of every queue (passive declares: fast, no unacked counts)."""
         names = ["push.requests", "push.registrations", "push.send", "push.feedback", "push.dead"]
         names += [f"push.{q}.retry.{t}" for q in ("requests", "registrations", "feedback") for t in ("5s", "1m", "10m")]
-        names += [f"push.send.retry.{t}" for t in ("1s", "5s", "30s", "2m", "10m")]
+        names += [f"push.send.retry.{t}" for t in ("1s", "5s", "30s", "2m", "10m", "15m")]
         out = {}
         conn = pika.BlockingConnection(pika.URLParameters(self.stack.amqp_url))
         try:
