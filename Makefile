@@ -8,7 +8,7 @@ SHELL := /bin/bash
 FILTER ?=
 export FILTER
 
-.PHONY: deps deps-bench build test run demo bench clean-local
+.PHONY: deps deps-bench build test test-unit check run demo bench clean-local
 
 deps:
 	@bash scripts/install-deps.sh
@@ -20,9 +20,19 @@ build: deps
 	swift build
 
 # Starts RabbitMQ and Redis for the tests, runs swift test, always stops them (also on failure
-# or Ctrl-C) and exits with swift test's status.
+# or Ctrl-C), then the chaos smoke and the test tier's system checks; fails when any failed.
 test: deps
 	@bash scripts/run-tests.sh
+
+# The Swift tests that need no server: nothing started, nothing installed but the toolchain.
+test-unit:
+	@bash scripts/test-unit.sh
+
+# The long tier of system checks (scripts/checks/*.sh marked `# tier: check`: the image build,
+# the cluster, RabbitMQ 4, the console in Chromium, schemathesis, fuzzing). CI runs it after `make test`.
+check: deps
+	swift build
+	@bash scripts/run-checks.sh --tier check
 
 # Everything on loopback in the foreground; Ctrl-C stops it all.
 run: build

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the fuzz targets (Fuzz/Package.swift) with libFuzzer and runs each for a set time, starting
 # from its committed seed corpus (Fuzz/Corpus/<target>/). `make fuzz` runs every target for
-# FUZZ_SECONDS (default 60); `make test` runs scripts/checks/fuzz.sh, a short run of each.
+# FUZZ_SECONDS (default 60); `make check` runs scripts/checks/fuzz.sh, a short run of each.
 #
 #   scripts/fuzz.sh [--seconds N] [--build-only] [--list] [TARGET ...]
 #

@@ -1,23 +1,25 @@
 #!/usr/bin/env bash
-# `make test`: runs the whole test suite against the shared test servers, which are started first
-# and always stopped afterwards; exits with swift test's status.
+# `make test`: runs the Swift test suite against the shared test servers, which are started first
+# and always stopped afterwards, then the chaos smoke and the test tier's system checks; exits
+# non-zero when any of them failed. `make check` (scripts/run-checks.sh --tier check) is the long tier.
 #
 #   scripts/run-tests.sh [extra swift test arguments...]
 #
 # Tests run one at a time (`--no-parallel`): the suite holds load tests (20,000-token sends, a
 # 100,000-token fan-out) and tests that bound how long a failure may take, and on a 2-core machine
 # the first starve the second when everything runs at once. Serially the whole suite takes about
-# 2 minutes after the build.
+# 9 minutes after the build on a 2-core machine.
 # Then the chaos smoke (scripts/chaos.sh --smoke: 3,000 tokens, kill -9 of push-send and a RabbitMQ
 # restart in the middle of a broadcast, on a private stack with the debug executables swift test
 # built; about a minute), which ends with a line `N passed, N failed`. Both run even if the first
 # fails; the exit status is non-zero if either failed.
-# Then every check in scripts/checks/*.sh, in name order (each is given the debug executables'
-# directory as --bin-dir and prints what it checked); one that fails makes the run fail.
-# Environment: FILTER (passed as `swift test --filter "$FILTER"`; also skips the chaos smoke),
-# PUSH_TEST_PARALLEL=1 (run tests in parallel: faster on big machines), PUSH_CHAOS_SMOKE=0 (skip the
-# chaos smoke), SWIFT_TEST_CMD (a shell command run instead of swift test and the smoke, e.g. to
-# check the server handling: SWIFT_TEST_CMD='exit 3').
+# Then the checks of the test tier (scripts/run-checks.sh --tier test: every scripts/checks/*.sh
+# without a `# tier: check` line, in name order, each given the debug executables' directory as
+# --bin-dir); one that fails makes the run fail. The long checks are `make check`'s.
+# Environment: FILTER (passed as `swift test --filter "$FILTER"`; also skips the chaos smoke and the
+# checks), PUSH_TEST_PARALLEL=1 (run tests in parallel: faster on big machines), PUSH_CHAOS_SMOKE=0
+# (skip the chaos smoke and the checks), SWIFT_TEST_CMD (a shell command run instead of swift test
+# and the smoke, e.g. to check the server handling: SWIFT_TEST_CMD='exit 3').
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -50,8 +52,8 @@ bash scripts/with-test-servers.sh swift test "${args[@]}" "$@" 2>&1 | tee "$swif
 if [[ -n ${FILTER:-} || ${PUSH_CHAOS_SMOKE:-1} == 0 ]]; then
     exit "$test_status"
 fi
-# The smoke uses the debug executables; swift test builds them, but after a failed build (or a
-# filtered run) some may be missing: build what is missing.
+# The smoke and the checks use the debug executables; swift test builds them, but after a failed
+# build some may be missing: build what is missing.
 BIN_DIR="$(swift build --show-bin-path)"
 for product in apns-sandbox push-ingest push-render push-send push-feedback push-console pushctl; do
     if [[ ! -x $BIN_DIR/$product ]]; then
@@ -62,11 +64,7 @@ echo "run-tests.sh: chaos smoke (scripts/chaos.sh --smoke)"
 smoke_status=0
 bash scripts/chaos.sh --smoke --bin-dir "$BIN_DIR" || smoke_status=$?
 check_status=0
-for check in scripts/checks/*.sh; do
-    [[ -e $check ]] || continue
-    echo "run-tests.sh: check $check"
-    bash "$check" --bin-dir "$BIN_DIR" || { check_status=$?; echo "run-tests.sh: $check failed (exit $check_status)" >&2; }
-done
+bash scripts/run-checks.sh --tier test --bin-dir "$BIN_DIR" || check_status=$?
 if ((test_status != 0)); then
     echo "run-tests.sh: swift test failed (exit $test_status); what failed (whole output in $swift_log):" >&2
     grep -aE '(✘ Test .*(recorded an issue|failed after))|(error: )|(Fatal error)|(exited with signal)' "$swift_log" | head -40 >&2 || true

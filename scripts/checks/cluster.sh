@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The services on a RabbitMQ cluster and a Redis Cluster, as `make test` runs it after the Swift
+# tier: check (the long tier: `make check`, which CI runs after `make test`; see scripts/run-checks.sh)
+# The services on a RabbitMQ cluster and a Redis Cluster, as `make check` runs it after the Swift
 # tests: a 3-node RabbitMQ cluster (scripts/rabbitmq-cluster.sh) and 3 Redis masters with a replica
 # each (scripts/redis-cluster.sh), apns-sandbox and the four services of --bin-dir given every broker
 # in PUSH_AMQP_URL and the cluster's seeds in PUSH_REDIS_URL. 3,000 tokens registered through

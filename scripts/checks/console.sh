@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# push-console in a real browser, as `make test` runs it after the Swift tests: headless Chromium
+# tier: check (the long tier: `make check`, which CI runs after `make test`; see scripts/run-checks.sh)
+# push-console in a real browser, as `make check` runs it after the Swift tests: headless Chromium
 # (Debian's chromium and chromium-driver) driven by Selenium through the console's pages, on a
 # private stack of --bin-dir's executables (default .build/debug):
 #

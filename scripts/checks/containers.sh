@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: check (the long tier: `make check`, which CI runs after `make test`; see scripts/run-checks.sh)
 # Container hygiene, checked without a container engine or a Kubernetes cluster (issue: "a clean
 # container build"): hadolint on deploy/Dockerfile (no finding at any level; what is ignored is
 # justified in place), the image's non-root numeric USER and HEALTHCHECK (deploy/healthcheck.sh,

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The short fuzz run of `make test`: builds the fuzz targets (Fuzz/, a debug build with libFuzzer in
+# tier: check (the long tier: `make check`, which CI runs after `make test`; see scripts/run-checks.sh)
+# The short fuzz run of `make check`: builds the fuzz targets (Fuzz/, a debug build with libFuzzer in
 # .build-fuzz/) and runs each for FUZZ_CHECK_SECONDS (default 10) from its committed seed corpus,
 # which holds the inputs of every crash found so far. Prints the executions of each target; fails
 # when one crashes or breaks an invariant. `make fuzz` is the long run (scripts/fuzz.sh).

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# push-ingest against its own OpenAPI document (openapi.yaml), as `make test` runs it after the
+# tier: check (the long tier: `make check`, which CI runs after `make test`; see scripts/run-checks.sh)
+# push-ingest against its own OpenAPI document (openapi.yaml), as `make check` runs it after the
 # Swift tests: the document is valid OpenAPI 3.1 (openapi-spec-validator), its examples match its
 # schemas, Sources/PushIngest/OpenAPISpec.swift embeds it unchanged, and the --bin-dir push-ingest
 # serves it at GET /openapi.yaml and answers as it says: schemathesis generates requests for every

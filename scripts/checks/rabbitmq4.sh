@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: check (the long tier: `make check`, which CI runs after `make test`; see scripts/run-checks.sh)
 # The broker tests on RabbitMQ 4 as well: `make test` runs the whole suite against Debian 12's
 # RabbitMQ 3.10; this check starts a private RabbitMQ 4.0.5 (scripts/rabbitmq4.sh: Debian trixie's
 # packages unpacked under .local, nothing installed) and runs against it, with RabbitMQ 4's defaults
