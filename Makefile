@@ -24,8 +24,8 @@ build: deps
 test: deps
 	@bash scripts/run-tests.sh
 
-# The Swift tests that need no server: nothing started, nothing installed but the toolchain.
-test-unit:
+# The Swift tests that need no server: nothing is started (the build needs what deps installs).
+test-unit: deps
 	@bash scripts/test-unit.sh
 
 # The long tier of system checks (scripts/checks/*.sh marked `# tier: check`: the image build,

@@ -92,7 +92,9 @@ extension SendBatchProcessor {
             logger.warning(
                 "dedupe lookup failed; broadcasting without it (a redelivered broadcast may go out twice)", metadata: ["push.error": "\(error)"])
         }
-        if let paused = pauses.remaining(app.bundleID, now: started) ?? pauses.remaining(Self.broadcastPauseKey(app.bundleID), now: started) {
+        // Both pauses may run; the broadcast waits for the later end.
+        let pauseEnds = [pauses.remaining(app.bundleID, now: started), pauses.remaining(Self.broadcastPauseKey(app.bundleID), now: started)]
+        if let paused = pauseEnds.compactMap({ $0 }).max() {
             return (.retry(reason: Self.pausedReason, atLeast: paused), "paused")
         }
         if RetryPolicy.isExpired(expiration: batch.expiration, now: started) {

@@ -93,7 +93,7 @@ public struct SendConfiguration: Sendable, Hashable {
             .seconds("PUSH_SEND_CREDENTIAL_PAUSE_S", \.credentialPause, "seconds an app pauses after APNs refused its credentials"),
             ConfigurationKey(
                 "PUSH_SEND_SERVER_ERROR_RETRY_S",
-                "seconds at least before a notification APNs answered 500 or 503 ServiceUnavailable goes again; Apple asks for 900 (0–900)",
+                "seconds at least before a notification APNs answered with a 5xx (not 503 Shutdown) goes again; Apple asks for 900 (0–900)",
                 default: { "\($0.serverErrorRetry.components.seconds)" }
             ) { reader, settings, defaults throws(ConfigurationError) in
                 let seconds = try reader.int(

@@ -1208,7 +1208,7 @@ class Run:
                 return False
             c = self.counts()
             busy = {q: n for q, n in c.items() if q != "push.dead" and n and (not allow_retry or ".retry." not in q)}
-            if busy and all(q.endswith((".retry.30s", ".retry.1m", ".retry.2m", ".retry.10m")) for q in busy) and time.time() - since >= quiet:
+            if busy and all(q.endswith((".retry.30s", ".retry.1m", ".retry.2m", ".retry.10m", ".retry.15m")) for q in busy) and time.time() - since >= quiet:
                 log(f"{label}: only long retry tiers hold messages ({busy}); they cannot come back within this run")
                 return False
             key = tuple(sorted(c.items(), key=lambda kv: kv[0]))
