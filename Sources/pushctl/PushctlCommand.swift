@@ -15,7 +15,7 @@ struct PushctlCommand: AsyncParsableCommand {
         subcommands: [
             Queues.self, Publish.self, Request.self, Token.self, Registry.self, Dead.self, Send.self, Bench.self, Feedback.self, Channel.self,
             Apps.self,
-            Console.self,
+            Console.self, Topology.self,
         ]
     )
 }

@@ -26,6 +26,25 @@ struct PushctlTests {
         return (status, child.output)
     }
 
+    /// `pushctl topology` prints, without a broker, exactly the topology the services declare:
+    /// docs/asyncapi.yaml is checked against this output (scripts/checks/contract.sh).
+    @Test func topologyPrintsWhatTheServicesDeclare() async throws {
+        let printed = try await pushctl(["topology", "--prefix", "t9"])
+        #expect(printed.status == 0, "\(printed.output)")
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(printed.output.utf8)) as? [String: Any])
+        let declared = AMQPTopology.push(PushQueues(prefix: "t9"))
+        let exchanges = (json["exchanges"] as? [[String: Any]] ?? []).map { "\($0["name"] ?? "") \($0["type"] ?? "")" }
+        #expect(exchanges == declared.exchanges.map { "\($0.name) \($0.type)" })
+        let queues = json["queues"] as? [[String: Any]] ?? []
+        #expect(queues.map { $0["name"] as? String ?? "" } == declared.queues.map(\.name))
+        let tier = try #require(queues.first { $0["name"] as? String == "t9.send.retry.15m" })
+        #expect((tier["arguments"] as? [String: Any])?["x-message-ttl"] as? Int == 900_000)
+        #expect((tier["arguments"] as? [String: Any])?["x-dead-letter-routing-key"] as? String == "t9.send")
+        let bindings = (json["bindings"] as? [[String: Any]] ?? []).map { "\($0["exchange"] ?? "") \($0["routing_key"] ?? "") \($0["queue"] ?? "")" }
+        #expect(bindings == declared.bindings.map { "\($0.exchange) \($0.routingKey) \($0.queue)" })
+        #expect(try await pushctl(["topology", "--prefix", "no spaces"]).status != 0)
+    }
+
     /// A connection with a private `push` topology (prefix) declared.
     func withTopology<T>(_ body: (AMQPConnection, PushQueues) async throws -> T) async throws -> T {
         let queues = PushQueues(prefix: TestServers.uniqueName("pushctl"))
