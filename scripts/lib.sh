@@ -187,3 +187,13 @@ parse_instance_args() {
     fi
     PORT=$((10#$PORT))
 }
+
+# The executables the chaos harness and the system checks run, built (debug) where missing from
+# directory $1: swift test builds them, but a failed or filtered build may leave some out.
+PUSH_EXECUTABLES=(apns-sandbox push-ingest push-render push-send push-feedback push-console pushctl)
+build_missing_products() {
+    local product
+    for product in "${PUSH_EXECUTABLES[@]}"; do
+        [[ -x $1/$product ]] || swift build --product "$product" || true
+    done
+}

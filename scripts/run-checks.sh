@@ -43,12 +43,9 @@ fi
 if [[ -z $bin_dir ]]; then
     bin_dir="$(swift build --show-bin-path)"
 fi
-# A check runs the debug executables; build what is missing (after a failed or filtered build).
-for product in apns-sandbox push-ingest push-render push-send push-feedback push-console pushctl; do
-    if [[ ! -x $bin_dir/$product ]]; then
-        swift build --product "$product" || true
-    fi
-done
+# shellcheck source=scripts/lib.sh
+. "$ROOT/scripts/lib.sh"
+build_missing_products "$bin_dir"
 
 status=0
 summary=()

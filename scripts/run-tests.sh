@@ -52,14 +52,11 @@ bash scripts/with-test-servers.sh swift test "${args[@]}" "$@" 2>&1 | tee "$swif
 if [[ -n ${FILTER:-} || ${PUSH_CHAOS_SMOKE:-1} == 0 ]]; then
     exit "$test_status"
 fi
-# The smoke and the checks use the debug executables; swift test builds them, but after a failed
-# build some may be missing: build what is missing.
+# The smoke and the checks use the debug executables.
 BIN_DIR="$(swift build --show-bin-path)"
-for product in apns-sandbox push-ingest push-render push-send push-feedback push-console pushctl; do
-    if [[ ! -x $BIN_DIR/$product ]]; then
-        swift build --product "$product" || true
-    fi
-done
+# shellcheck source=scripts/lib.sh
+. "$ROOT/scripts/lib.sh"
+build_missing_products "$BIN_DIR"
 echo "run-tests.sh: chaos smoke (scripts/chaos.sh --smoke)"
 smoke_status=0
 bash scripts/chaos.sh --smoke --bin-dir "$BIN_DIR" || smoke_status=$?

@@ -14,6 +14,15 @@ public struct PushQueues: Sendable, Hashable {
         self.prefix = prefix
     }
 
+    /// Whether `prefix` can name the queues and exchanges: non-empty ASCII letters, digits, `.`, `-`
+    /// and `_` (what a RabbitMQ name may hold without quoting in tools and policies).
+    public static func isValidPrefix(_ prefix: String) -> Bool {
+        !prefix.isEmpty
+            && prefix.unicodeScalars.allSatisfy {
+                $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || ".-_".unicodeScalars.contains($0))
+            }
+    }
+
     /// Direct exchange for work: requests, registrations, send batches, feedback, dead letters.
     public var exchange: String { prefix }
     /// Topic exchange for outcome events (`delivered`, `failed.<Reason>`, `token.removed`).

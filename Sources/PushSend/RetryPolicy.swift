@@ -30,10 +30,13 @@ public struct RetryPolicy: Sendable, Hashable {
 
     /// The shortest wait after a 429 (``RetryWait/backOff``): Apple asks for "a delay" and names none.
     public static let backOffWait: Duration = .seconds(30)
-    /// The shortest wait after a 5xx (``RetryWait/serverError``); Apple's page says 15 minutes.
+    /// Apple's wait before a notification answered with a 5xx is tried again: 15 minutes. The longest
+    /// `push.send` tier is as long, and `PUSH_SEND_SERVER_ERROR_RETRY_S` may only shorten it.
+    public static let appleServerErrorWait: Duration = .seconds(900)
+    /// The shortest wait after a 5xx (``RetryWait/serverError``): ``appleServerErrorWait`` unless configured shorter.
     public let serverErrorWait: Duration
 
-    public init(tiers: [Duration], maxAttempts: Int, maxDeferrals: Int, serverErrorWait: Duration = .seconds(900)) {
+    public init(tiers: [Duration], maxAttempts: Int, maxDeferrals: Int, serverErrorWait: Duration = appleServerErrorWait) {
         precondition(!tiers.isEmpty, "a retry policy needs at least one tier")
         self.tiers = tiers
         self.maxAttempts = Swift.max(1, maxAttempts)

@@ -1,3 +1,4 @@
+import PushCore
 public import PushServiceKit
 
 /// push-send's own settings. The shared ones (`PUSH_AMQP_URL`, `PUSH_REDIS_URL`, `PUSH_APPS_FILE`,
@@ -40,7 +41,7 @@ public struct SendConfiguration: Sendable, Hashable {
         drainTimeout: Duration = .seconds(20),
         dedupeTTL: Duration = .seconds(86_400),
         credentialPause: Duration = .seconds(60),
-        serverErrorRetry: Duration = .seconds(900),
+        serverErrorRetry: Duration = RetryPolicy.appleServerErrorWait,
         rateLimitsEnabled: Bool = true,
         queuePrefix: String = "push"
     ) {
@@ -97,7 +98,8 @@ public struct SendConfiguration: Sendable, Hashable {
                 default: { "\($0.serverErrorRetry.components.seconds)" }
             ) { reader, settings, defaults throws(ConfigurationError) in
                 let seconds = try reader.int(
-                    "PUSH_SEND_SERVER_ERROR_RETRY_S", default: Int(defaults.serverErrorRetry.components.seconds), in: 0...900)
+                    "PUSH_SEND_SERVER_ERROR_RETRY_S", default: Int(defaults.serverErrorRetry.components.seconds),
+                    in: 0...Int(RetryPolicy.appleServerErrorWait.components.seconds))
                 settings.serverErrorRetry = .seconds(seconds)
             },
             .bool("PUSH_SEND_RATE_LIMITS", \.rateLimitsEnabled, "apply the apps file's rate_limits"),
@@ -105,12 +107,7 @@ public struct SendConfiguration: Sendable, Hashable {
                 "PUSH_SEND_QUEUE_PREFIX", \.queuePrefix, expected: "a RabbitMQ name prefix (letters, digits, '.', '-', '_')",
                 "RabbitMQ name prefix (tests and benchmarks use their own)"
             ) { text in
-                let allowed =
-                    !text.isEmpty
-                    && text.unicodeScalars.allSatisfy {
-                        $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || ".-_".unicodeScalars.contains($0))
-                    }
-                return allowed ? text : nil
+                PushQueues.isValidPrefix(text) ? text : nil
             },
         ])
 

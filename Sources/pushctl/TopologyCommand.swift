@@ -17,7 +17,7 @@ extension PushctlCommand {
         var prefix = "push"
 
         func validate() throws {
-            guard !prefix.isEmpty, prefix.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || ".-_".contains($0)) }) else {
+            guard PushQueues.isValidPrefix(prefix) else {
                 throw ValidationError("--prefix '\(prefix)' must be letters, digits, '.', '-' or '_'")
             }
         }

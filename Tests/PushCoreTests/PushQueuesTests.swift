@@ -38,6 +38,11 @@ import Testing
         #expect(names.registrations.routingKey == "registration")
     }
 
+    @Test func aPrefixIsLettersDigitsDotsDashesAndUnderscores() {
+        #expect(["push", "t1.send-a_b", "X9"].allSatisfy(PushQueues.isValidPrefix))
+        #expect(!["", "no spaces", "é", "a/b", "a*"].contains(where: PushQueues.isValidPrefix))
+    }
+
     @Test func anotherPrefixGivesASeparateSet() {
         let names = PushQueues(prefix: "t1")
         #expect(names.send.name == "t1.send")

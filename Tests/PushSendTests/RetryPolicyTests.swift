@@ -1,5 +1,6 @@
 import APNs
 import PushCore
+import PushServiceKit
 import Testing
 
 @testable import PushSend
@@ -21,6 +22,20 @@ import Testing
 
     /// Apple: a 5xx may be retried after 15 minutes, `TooManyRequests` after a delay; a notification
     /// whose connection went away (or was answered `Shutdown`) goes again at once on another.
+    /// Apple's 15 minutes has a tier of its own, and the setting may only shorten it.
+    @Test func theLongestSendTierIsApplesServerErrorWait() async throws {
+        #expect(PushQueues.standard.send.retryTiers.last == RetryPolicy.appleServerErrorWait)
+        #expect(SendConfiguration().serverErrorRetry == RetryPolicy.appleServerErrorWait)
+        let shorter = try await PushConfigurationReader.load(environment: ["PUSH_SEND_SERVER_ERROR_RETRY_S": "30"])
+        #expect(try SendConfiguration(reader: shorter).serverErrorRetry == .seconds(30))
+        let over = try await PushConfigurationReader.load(environment: ["PUSH_SEND_SERVER_ERROR_RETRY_S": "901"])
+        #expect {
+            try SendConfiguration(reader: over)
+        } throws: { error in
+            "\(error)".contains("PUSH_SEND_SERVER_ERROR_RETRY_S")
+        }
+    }
+
     @Test func eachAnswerWaitsAtLeastWhatAppleAsksFor() {
         let long = RetryPolicy(tiers: PushQueues.standard.send.retryTiers, maxAttempts: 20, maxDeferrals: 3)
         let tiers = long.tiers
