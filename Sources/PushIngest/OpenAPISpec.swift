@@ -719,7 +719,18 @@ public enum OpenAPISpec {
                   content:
                     application/yaml:
                       schema:
-                        type: string
+                        description: The document itself, an OpenAPI 3.1 object (a client that parses YAML reads this object).
+                        type: object
+                        required: [openapi, info, paths]
+                        properties:
+                          openapi:
+                            type: string
+                            pattern: "^3\\.1\\."
+                          info:
+                            type: object
+                            required: [title, version]
+                          paths:
+                            type: object
                 "408":
                   $ref: "#/components/responses/RequestTimeout"
 

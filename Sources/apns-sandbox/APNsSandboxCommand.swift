@@ -29,7 +29,8 @@ struct APNsSandboxCommand: AsyncParsableCommand {
             Admin: GET /channels?app=, DELETE /channels; GET /deliveries?channel= keeps a channel's broadcasts.
 
             \(PushConfiguration.environmentHelp)
-            """
+            """,
+        version: PushVersion.current
     )
 
     @Option(help: "HTTP/2 (TLS) port.")

@@ -16,7 +16,8 @@ struct PushConsoleCommand: AsyncParsableCommand {
 
             \(PushConfiguration.environmentHelp)
             \(ConsoleConfiguration.environmentHelp)
-            """
+            """,
+        version: PushVersion.current
     )
 
     func run() async throws {

@@ -14,7 +14,8 @@ struct PushFeedbackCommand: AsyncParsableCommand {
 
             \(PushConfiguration.environmentHelp)
             \(FeedbackConfiguration.environmentHelp)
-            """
+            """,
+        version: PushVersion.current
     )
 
     func run() async throws {

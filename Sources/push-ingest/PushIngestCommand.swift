@@ -1,4 +1,5 @@
 import ArgumentParser
+import PushCore
 import PushIngest
 import PushServiceKit
 import RateLimiting
@@ -14,7 +15,8 @@ struct PushIngestCommand: AsyncParsableCommand {
 
             \(PushConfiguration.environmentHelp)
             \(IngestConfiguration.environmentHelp)
-            """
+            """,
+        version: PushVersion.current
     )
 
     func run() async throws {

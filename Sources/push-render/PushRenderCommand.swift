@@ -14,7 +14,8 @@ struct PushRenderCommand: AsyncParsableCommand {
 
             \(PushConfiguration.environmentHelp)
             \(RenderConfiguration.environmentHelp)
-            """
+            """,
+        version: PushVersion.current
     )
 
     func run() async throws {

@@ -15,7 +15,8 @@ struct PushSendCommand: AsyncParsableCommand {
 
             \(PushConfiguration.environmentHelp)
             \(SendConfiguration.environmentHelp)
-            """
+            """,
+        version: PushVersion.current
     )
 
     func run() async throws {

@@ -12,6 +12,7 @@ struct PushctlCommand: AsyncParsableCommand {
         commandName: "pushctl",
         abstract: "Operator CLI for the push provider.",
         discussion: PushConfiguration.environmentHelp,
+        version: PushVersion.current,
         subcommands: [
             Queues.self, Publish.self, Request.self, Token.self, Registry.self, Dead.self, Send.self, Bench.self, Feedback.self, Channel.self,
             Apps.self,
