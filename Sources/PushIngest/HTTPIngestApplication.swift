@@ -21,6 +21,7 @@ public typealias IngestApplication = Application<RouterResponder<IngestRequestCo
 ///   `openapi.yaml`), `application/yaml`;
 /// - `GET /healthz`, `/readyz`, `/metrics`: ``PushServiceKit/AdminRoutes`` on the same port, unless
 ///   `PUSH_ADMIN_PORT` gives them a listener of their own;
+/// - a path above with another method: `405 {"error":"method_not_allowed"}` with `Allow`;
 /// - anything else: `404 {"error":"not_found"}`.
 ///
 /// Bounds on every request: headers (``IngestConfiguration/maxHeaderFieldSize`` and friends; over them
@@ -57,27 +58,43 @@ public func buildIngestApplication(
         metrics: metrics,
         logger: logger
     )
+    typealias Handler = @Sendable (Request, IngestRequestContext) async throws -> Response
+    var api: [(route: RouteTable.Route, handler: Handler)] = []
+    // Each route once: the router serves it and the 405 table lists it.
+    func serve(_ method: HTTPRequest.Method, _ path: String, _ handler: @escaping Handler) {
+        api.append((RouteTable.Route(method, path), handler))
+    }
+
+    serve(.put, "/v1/apps/{app}/devices/{token}", { request, context in await endpoints.put(request, context: context) })
+    serve(.get, "/v1/apps/{app}/devices/{token}", { request, context in await endpoints.get(request, context: context) })
+    serve(.delete, "/v1/apps/{app}/devices/{token}", { request, context in await endpoints.delete(request, context: context) })
+    for (kind, parameter) in [("push-to-start", "attributes_type"), ("activities", "activity_id")] {
+        let path = "/v1/apps/{app}/devices/{token}/\(kind)/{\(parameter)}"
+        serve(.put, path, { request, context in await endpoints.putActivityToken(request, context: context) })
+        serve(.get, path, { request, context in await endpoints.getActivityToken(request, context: context) })
+        serve(.delete, path, { request, context in await endpoints.deleteActivityToken(request, context: context) })
+    }
+    serve(.get, "/register", { request, context in await endpoints.register(request, context: context) })
+    serve(.post, "/register", { request, context in await endpoints.register(request, context: context) })
+    serve(.post, "/push_token", { request, context in await endpoints.pushToken(request, context: context) })
+    // The API's own description, on the public port whatever PUSH_ADMIN_PORT says.
+    serve(.get, "/openapi.yaml", { _, _ in OpenAPISpec.response() })
+    // Without PUSH_ADMIN_PORT the admin routes share the API's port (one port to expose).
+    let sharesAdminRoutes = configuration.adminPort == nil
+    var table = RouteTable(api.map(\.route))
+    if sharesAdminRoutes {
+        for path in AdminRoutes.paths { table.add(.get, path) }
+    }
+
     let router = Router(context: IngestRequestContext.self)
-    router.add(middleware: HTTPErrorMiddleware())
+    router.add(middleware: HTTPErrorMiddleware(routes: table))
     if !ingest.trustedProxies.isEmpty {
         router.add(middleware: TrustedProxyMiddleware(trustedProxies: ingest.trustedProxies))
     }
-    router.put("/v1/apps/{app}/devices/{token}") { request, context in await endpoints.put(request, context: context) }
-    router.get("/v1/apps/{app}/devices/{token}") { request, context in await endpoints.get(request, context: context) }
-    router.delete("/v1/apps/{app}/devices/{token}") { request, context in await endpoints.delete(request, context: context) }
-    for (kind, parameter) in [("push-to-start", "attributes_type"), ("activities", "activity_id")] {
-        let path = "/v1/apps/{app}/devices/{token}/\(kind)/{\(parameter)}"
-        router.put(RouterPath(path)) { request, context in await endpoints.putActivityToken(request, context: context) }
-        router.get(RouterPath(path)) { request, context in await endpoints.getActivityToken(request, context: context) }
-        router.delete(RouterPath(path)) { request, context in await endpoints.deleteActivityToken(request, context: context) }
+    for (route, handler) in api {
+        router.on(RouterPath(route.template), method: route.method, use: handler)
     }
-    router.get("/register") { request, context in await endpoints.register(request, context: context) }
-    router.post("/register") { request, context in await endpoints.register(request, context: context) }
-    router.post("/push_token") { request, context in await endpoints.pushToken(request, context: context) }
-    // The API's own description, on the public port whatever PUSH_ADMIN_PORT says.
-    router.get("/openapi.yaml") { _, _ in OpenAPISpec.response() }
-    if configuration.adminPort == nil {
-        // Without PUSH_ADMIN_PORT the admin routes share the API's port (one port to expose).
+    if sharesAdminRoutes {
         AdminRoutes(readiness: readiness).add(to: router)
     }
 
@@ -106,16 +123,30 @@ public func buildIngestApplication(
     )
 }
 
-/// Answers what no endpoint handled in the API's JSON shape: Hummingbird's `404` for an unknown route
-/// or method becomes `{"error":"not_found",…}`, and an unexpected error `500 {"error":"internal"}`
-/// (logged), never an empty body.
+/// Answers what no endpoint handled in the API's JSON shape: Hummingbird's `404` for an unknown path
+/// becomes `{"error":"not_found",…}`, a known path asked with another method `405` with `Allow`, and
+/// an unexpected error `500 {"error":"internal"}` (logged), never an empty body.
 struct HTTPErrorMiddleware: RouterMiddleware {
     typealias Context = IngestRequestContext
+
+    /// Every route the router serves, for `405`'s `Allow`.
+    let routes: RouteTable
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         do {
             return try await next(request, context)
         } catch let error as any HTTPResponseError {
+            if error.status == .notFound {
+                let allowed = routes.methods(forPath: request.uri.path)
+                if !allowed.isEmpty {
+                    let allow = allowed.map(\.rawValue).joined(separator: ", ")
+                    var response = HTTPRegistrationEndpoints.response(
+                        for: IngestError(.methodNotAllowed, "\(request.method) is not served on \(request.uri.path); allowed: \(allow)"),
+                        legacy: false)
+                    response.headers[.allow] = allow
+                    return response
+                }
+            }
             let ingestError: IngestError =
                 switch error.status {
                 case .notFound: IngestError(.notFound, "no route for \(request.method) \(request.uri.path)")

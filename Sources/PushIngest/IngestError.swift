@@ -31,6 +31,7 @@ public struct IngestError: Error, Sendable, Equatable, CustomStringConvertible {
             case staleTimestamp
             case unknownApp
             case notFound
+            case methodNotAllowed
             case conflict
             case bodyTooLarge
             case unsupportedMediaType
@@ -51,6 +52,8 @@ public struct IngestError: Error, Sendable, Equatable, CustomStringConvertible {
         public static let staleTimestamp = Code(base: .staleTimestamp)
         public static let unknownApp = Code(base: .unknownApp)
         public static let notFound = Code(base: .notFound)
+        /// The path exists, with other methods (the answer's `Allow` names them).
+        public static let methodNotAllowed = Code(base: .methodNotAllowed)
         /// A newer registration or deletion of the token is already stored (clocks apart): nothing changed.
         public static let conflict = Code(base: .conflict)
         public static let bodyTooLarge = Code(base: .bodyTooLarge)
@@ -72,6 +75,7 @@ public struct IngestError: Error, Sendable, Equatable, CustomStringConvertible {
             case .staleTimestamp: "stale_timestamp"
             case .unknownApp: "unknown_app"
             case .notFound: "not_found"
+            case .methodNotAllowed: "method_not_allowed"
             case .conflict: "conflict"
             case .bodyTooLarge: "body_too_large"
             case .unsupportedMediaType: "unsupported_media_type"
@@ -117,6 +121,7 @@ public struct IngestError: Error, Sendable, Equatable, CustomStringConvertible {
         case .unauthorized: 401
         case .forbidden, .badCredential, .staleTimestamp: 403
         case .unknownApp, .notFound: 404
+        case .methodNotAllowed: 405
         case .requestTimeout: 408
         case .conflict: 409
         case .bodyTooLarge: 413
@@ -130,7 +135,7 @@ public struct IngestError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The legacy forms' `ret` (see the table above; `0` is success).
     public var legacyReturnCode: Int {
         switch code.base {
-        case .invalidRequest, .notFound, .bodyTooLarge, .unsupportedMediaType, .requestTimeout: 1
+        case .invalidRequest, .notFound, .methodNotAllowed, .bodyTooLarge, .unsupportedMediaType, .requestTimeout: 1
         case .badCredential, .unauthorized, .forbidden: 2
         case .staleTimestamp: 3
         case .unknownApp: 4

@@ -24,8 +24,11 @@ struct LegacyRegistrationForm: Sendable, Equatable {
     /// `device_uuid` as sent (an empty string when absent): part of the credential message.
     var rawUUID: String
     var appName: String?
-    /// `timestamp` as sent, when present.
+    /// `timestamp` as sent, when present: part of the credential message.
     var rawTimestamp: String?
+    /// `timestamp` read as ms since 1970, when present (its shape is checked for every app, whether
+    /// or not the app's credential reads it).
+    var timestamp: Int64?
     var credential: String?
 
     /// The legacy parameter behind each registration field, for error messages.
@@ -46,6 +49,13 @@ struct LegacyRegistrationForm: Sendable, Equatable {
         rawUUID = parameters["device_uuid"] ?? ""
         appName = parameters["app_name"].flatMap { $0.isEmpty ? nil : $0 }
         rawTimestamp = parameters["timestamp"].flatMap { $0.isEmpty ? nil : $0 }
+        if let rawTimestamp {
+            guard rawTimestamp.utf8.count <= 16, rawTimestamp.utf8.allSatisfy({ (0x30...0x39).contains($0) }), let value = Int64(rawTimestamp)
+            else {
+                throw RegistrationError(.invalidField, field: "timestamp", "must be a whole number of ms since 1970, got \(Self.quoted(rawTimestamp))")
+            }
+            timestamp = value
+        }
         credential = parameters["credential"].flatMap { $0.isEmpty ? nil : $0 }
 
         var device: [String: Any] = [:]
@@ -95,12 +105,8 @@ struct LegacyRegistrationForm: Sendable, Equatable {
                 "legacy registration is not set up for this app: name ingest.credential in the apps file (\"hmac-sha256\" with a secret; \"md5\" only for clients that cannot change)"
             )
         }
-        guard let rawTimestamp else {
+        guard let rawTimestamp, let timestamp else {
             throw IngestError(.invalidRequest(.missingField), field: "timestamp", "is required (ms since 1970)")
-        }
-        guard rawTimestamp.utf8.count <= 16, rawTimestamp.utf8.allSatisfy({ (0x30...0x39).contains($0) }), let timestamp = Int64(rawTimestamp) else {
-            throw IngestError(
-                .invalidRequest(.invalidField), field: "timestamp", "must be a whole number of ms since 1970, got \(Self.quoted(rawTimestamp))")
         }
         // Saturating: the apps file bounds the window, but no value may trap here.
         let (windowSeconds, _) = ingest.timestampWindow.components

@@ -44,8 +44,9 @@ public enum OpenAPISpec {
             rightmost `X-Forwarded-For` entry that is not one of them; from any other peer that header is
             ignored.
 
-            **Anything else** (another path, or a method a path does not list, `HEAD` included) is answered
-            `404 {"error": "not_found", "message": "no route for <METHOD> <path>"}`.
+            **A method a path does not list** (`HEAD` included) is answered `405 {"error": "method_not_allowed",
+            "message": "…"}` with `Allow` naming the path's methods; **another path** `404 {"error":
+            "not_found", "message": "no route for <METHOD> <path>"}`.
 
             Tokens in paths and forms are hex, 64–200 digits, an even number of them, in any case; `<`, `>`
             and spaces (an `NSData` description such as `<740f4707 bebcf74f …>`) are stripped, and the token
@@ -519,24 +520,15 @@ public enum OpenAPISpec {
             post:
               operationId: legacyRegisterPost
               tags: [legacy]
-              summary: Legacy registration, parameters in a form body or the query
+              summary: Legacy registration, parameters in a form body
               description: |
-                As `GET /register`, with the parameters in an `application/x-www-form-urlencoded` body, in the
-                query, or both (a name in both takes the body's value). A non-empty body of any other type is
-                `415`; an empty body leaves the query's parameters.
-              parameters:
-                - $ref: "#/components/parameters/DeviceToken"
-                - $ref: "#/components/parameters/DeviceUUID"
-                - $ref: "#/components/parameters/DeviceName"
-                - $ref: "#/components/parameters/DeviceVersion"
-                - $ref: "#/components/parameters/AppName"
-                - $ref: "#/components/parameters/Timestamp"
-                - $ref: "#/components/parameters/PushBadge"
-                - $ref: "#/components/parameters/PushAlert"
-                - $ref: "#/components/parameters/PushSound"
-                - $ref: "#/components/parameters/Credential"
+                As `GET /register`, with the parameters in an `application/x-www-form-urlencoded` body. A
+                non-empty body of any other type is `415`. For shipped apps that post them in the query
+                instead, the query's parameters (those of `GET /register`) are taken too, and a name in both
+                takes the body's value; with neither, `device_token` is missing (`400`, `ret` 1). OpenAPI cannot
+                say "in the body or the query", so this document describes the body.
               requestBody:
-                required: false
+                required: true
                 content:
                   application/x-www-form-urlencoded:
                     schema:
@@ -588,20 +580,10 @@ public enum OpenAPISpec {
                 It carries no credential, so it answers only when the default app's apps-file entry has
                 `"ingest": {"push_token": true}` (else `403`, `ret` 2, naming the setting), and one username
                 gets at most 10 registrations a minute (`429`, `ret` 5, with `Retry-After`). Parameters in an
-                `application/x-www-form-urlencoded` body, the query, or both (the body's value wins).
-              parameters:
-                - name: username
-                  in: query
-                  required: false
-                  schema:
-                    $ref: "#/components/schemas/LegacyUsername"
-                - name: token
-                  in: query
-                  required: false
-                  schema:
-                    $ref: "#/components/schemas/LegacyToken"
+                `application/x-www-form-urlencoded` body; as for `POST /register`, the same names in the query
+                are taken too (the body's value wins), which this document cannot describe beside the body.
               requestBody:
-                required: false
+                required: true
                 content:
                   application/x-www-form-urlencoded:
                     schema:
@@ -796,13 +778,6 @@ public enum OpenAPISpec {
               schema:
                 $ref: "#/components/schemas/LegacyToken"
               example: "<740f4707 bebcf74f 9b7c25d4 8e335894 5f6aa01d a5ddb387 462c7eaf 61bb78ad>"
-            DeviceToken:
-              name: device_token
-              in: query
-              required: false
-              description: The device token (required in the query or the body; empty counts as missing).
-              schema:
-                $ref: "#/components/schemas/LegacyToken"
             DeviceUUID:
               name: device_uuid
               in: query
@@ -836,9 +811,9 @@ public enum OpenAPISpec {
               in: query
               required: false
               description: |
-                ms since 1970 (at most 16 digits); required by apps that check a credential, and then within
-                the app's `timestamp_window_s` of now (else `403`, `ret` 3). Ignored by apps with credential
-                `none`.
+                ms since 1970 (at most 16 digits; anything else is `400`, `ret` 1, for every app); required
+                by apps that check a credential, and then within the app's `timestamp_window_s` of now (else
+                `403`, `ret` 3). Apps with credential `none` check only its shape.
               schema:
                 $ref: "#/components/schemas/LegacyTimestamp"
             PushBadge:
@@ -1169,8 +1144,10 @@ public enum OpenAPISpec {
               description: A token, normalised like the API's path token (an empty value counts as missing).
               $ref: "#/components/schemas/TokenText"
             LegacyDeviceField:
+              description: At most 256 characters (grapheme clusters), no control characters (else `400` naming it).
               type: string
               maxLength: 256
+              pattern: '^[^\x00-\x1F\x7F-\x9F]*$'
             LegacyTimestamp:
               type: string
               pattern: '^[0-9]{0,16}$'
@@ -1190,6 +1167,7 @@ public enum OpenAPISpec {
                 or invalid UTF-8 is `400` naming the parameter). At most 64 parameters; a name given twice keeps
                 its first value; unknown names are ignored.
               maxProperties: 64
+              required: [device_token]
               properties:
                 device_token: {$ref: "#/components/schemas/LegacyToken"}
                 device_uuid: {$ref: "#/components/schemas/LegacyDeviceField"}
@@ -1203,8 +1181,9 @@ public enum OpenAPISpec {
                 credential: {type: string}
             LegacyPushTokenForm:
               type: object
-              description: "`username=…&token=…` (`token` required here or in the query); decoded as the `/register` form."
+              description: "`username=…&token=…`; decoded as the `/register` form."
               maxProperties: 64
+              required: [token]
               properties:
                 username: {$ref: "#/components/schemas/LegacyUsername"}
                 token: {$ref: "#/components/schemas/LegacyToken"}

@@ -21,18 +21,24 @@ public struct AdminRoutes: Sendable {
         self.registry = registry
     }
 
+    /// The three paths, each served with `GET`.
+    public static let paths = [healthPath, readinessPath, metricsPath]
+    static let healthPath = "/healthz"
+    static let readinessPath = "/readyz"
+    static let metricsPath = "/metrics"
+
     /// Adds the three routes to `router`.
     public func add<Methods: RouterMethods>(to router: Methods) {
-        router.get("/healthz") { _, _ -> Response in
+        router.get(RouterPath(Self.healthPath)) { _, _ -> Response in
             Self.json(.ok, JSONText.object([("status", "ok")]))
         }
-        router.get("/readyz") { _, _ -> Response in
+        router.get(RouterPath(Self.readinessPath)) { _, _ -> Response in
             let report = await readinessReport()
             let checks = JSONText.object(report.checks)
             let status = report.isReady ? "ready" : "not_ready"
             return Self.json(report.isReady ? .ok : .serviceUnavailable, "{\"status\":\"\(status)\",\"checks\":\(checks)}")
         }
-        router.get("/metrics") { _, _ -> Response in
+        router.get(RouterPath(Self.metricsPath)) { _, _ -> Response in
             Response(
                 status: .ok,
                 headers: [.contentType: "text/plain; version=0.0.4"],

@@ -82,6 +82,17 @@ import Testing
         }
     }
 
+    /// A timestamp that is not ms since 1970 is refused for every app, including one whose
+    /// credential (`none`) does not read it: a client sending garbage learns so at once.
+    @Test(arguments: ["%C2%84", "17672256000000001", "1767225600.5", "-1"])
+    func aMalformedTimestampIsRefusedWhateverTheCredential(_ timestamp: String) throws {
+        #expect {
+            _ = try LegacyRegistrationForm(parameters: Self.parameters("device_token=\(Self.token)&timestamp=\(timestamp)"))
+        } throws: { error in
+            "\(error)".contains("timestamp: must be a whole number of ms since 1970")
+        }
+    }
+
     @Test func emptyValuesCountAsAbsent() throws {
         let form = try LegacyRegistrationForm(parameters: Self.parameters("device_token=\(Self.token)&device_name=&push_sound=&app_name="))
         #expect(form.registration.device == DeviceInfo())

@@ -297,14 +297,23 @@ import Testing
 
     // MARK: Routes
 
-    @Test func unknownRoutesAre404InTheAPIShape() async throws {
+    /// An unknown path is 404; a known path with another method 405 naming the path's methods in
+    /// `Allow` (admin routes too, on the shared port), both in the API's JSON shape.
+    @Test func unknownRoutesAre404AndOtherMethods405InTheAPIShape() async throws {
         let harness = try await HTTPIngestHarness.make()
         try await harness.run { client async throws in
             let response = try await client.get("/v1/apps")
             #expect(response.status == .notFound)
             #expect(response.json["error"] as? String == "not_found")
             let wrongMethod = try await client.client.execute(uri: "/v1/apps/\(Self.game)/devices/\(TestTokens.random())", method: .post)
-            #expect(wrongMethod.status == .notFound)
+            #expect(wrongMethod.status == .methodNotAllowed)
+            #expect(wrongMethod.headers[.allow] == "PUT, GET, DELETE")
+            #expect(wrongMethod.json["error"] as? String == "method_not_allowed")
+            let trace = try await client.client.execute(uri: "/healthz", method: .trace)
+            #expect(trace.status == .methodNotAllowed)
+            #expect(trace.headers[.allow] == "GET")
+            let legacy = try await client.client.execute(uri: "/register?device_token=1", method: .put)
+            #expect(legacy.headers[.allow] == "GET, POST")
         }
         await harness.cleanUp()
     }

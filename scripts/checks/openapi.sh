@@ -5,8 +5,8 @@
 # schemas, Sources/PushIngest/OpenAPISpec.swift embeds it unchanged, and the --bin-dir push-ingest
 # serves it at GET /openapi.yaml and answers as it says: schemathesis generates requests for every
 # operation (examples, boundary cases, fuzzing, stateful sequences; about 50 per operation,
-# deterministic) and checks not_a_server_error, status_code_conformance, content_type_conformance
-# and response_schema_conformance (no 5xx; every status, content type and body documented).
+# deterministic) with schemathesis' own default checks, all of them (no 5xx; every status, content
+# type, header and body documented; valid data accepted, invalid data refused; ...).
 #
 #   scripts/checks/openapi.sh [--bin-dir DIR] [--max-examples N] [--keep]
 #
@@ -218,16 +218,34 @@ cat >"$OUT/schemathesis.toml" <<EOF
 
 [auth.openapi.bearerAuth]
 bearer = "$API_KEY"
+
+# The stateful phase reports valid requests as "schema-violating" ("Invalid component: positive
+# test case", as in schemathesis issue 2983: each such token path is valid by the document under
+# Python's re, jsonschema and jsonschema_rs alike), even when it generates positive cases only. So
+# it runs positive cases, with every check but negative_data_rejection; the examples, coverage and
+# fuzzing phases test negative data.
+[phases.stateful.generation]
+mode = "positive"
+
+[phases.stateful.checks]
+negative_data_rejection.enabled = false
+
+# An update token's expires_at must lie between now and 7 days ahead, which no JSON Schema can say
+# (the document says it in prose): a 400 naming expires_at is right there. LiveActivityTargetTests
+# hold that bound.
+[[operations]]
+include-path = "/v1/apps/{app}/devices/{token}/activities/{activity_id}"
+include-method = "PUT"
+checks.positive_data_acceptance.expected-statuses = ["2xx", 400, 401, 403, 404, 409, 429]
 EOF
-CHECKS=not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance
-log "schemathesis $("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("schemathesis"))'): $BASE/openapi.yaml, $MAX_EXAMPLES examples per operation, checks $CHECKS"
+log "schemathesis $("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("schemathesis"))'): $BASE/openapi.yaml, $MAX_EXAMPLES examples per operation, its default checks"
 st_rc=0
 # In the background, waited for: a signal to this script is then handled at once (bash runs a trap
 # only after a foreground command ends), and the clean-up stops schemathesis first.
 (
     cd "$OUT"
     exec timeout --signal=TERM --kill-after=10 150 "$VENV/bin/schemathesis" --config-file "$OUT/schemathesis.toml" run \
-        "$BASE/openapi.yaml" --url "$BASE" --checks "$CHECKS" --max-examples "$MAX_EXAMPLES" --generation-deterministic \
+        "$BASE/openapi.yaml" --url "$BASE" --max-examples "$MAX_EXAMPLES" --generation-deterministic \
         --workers 1 --request-timeout 10 --no-color --warnings off \
         --report junit --report-junit-path "$OUT/junit.xml"
 ) >"$OUT/schemathesis.txt" 2>&1 </dev/null &
