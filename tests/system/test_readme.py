@@ -1,0 +1,118 @@
+"""The README's examples, run as printed against `make run`: every ```sh and ```python block of
+README.md, in order, from the repository root, in an environment without PUSH_* settings (a
+newcomer's shell). Each must exit 0, and every push request a block publishes (an `"id"` in it) must
+end delivered in its report. Blocks tagged otherwise (```console, ```text, ```json) are not run."""
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import ROOT, wait_for
+
+# make run's ports (scripts/run-local.sh): RabbitMQ (and its derived ports), Redis, apns-sandbox,
+# the services and the console.
+MAKE_RUN_PORTS = [5672, 6672, 25672, 6379, 2197, 2198, 8080, 9101, 9102, 9103, 8090]
+# What answers once make run's stack is up: apns-sandbox's admin API, then each service's readiness.
+READY = [(2198, "/healthz"), (8080, "/readyz"), (9101, "/readyz"), (9102, "/readyz"), (9103, "/readyz"), (8090, "/readyz")]
+README = ROOT / "README.md"
+INSTANCE = "readme"
+
+
+def blocks():
+    """(language, code) of every block the README says to run, in order."""
+    return [(m.group(1), m.group(2)) for m in re.finditer(r"^```(sh|python)\n(.*?)^```", README.read_text(), re.S | re.M)]
+
+
+def port_free(port):
+    import socket
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+def ready(port, path):
+    import http.client
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+    try:
+        connection.request("GET", path)
+        return connection.getresponse().status == 200
+    except OSError:
+        return False
+    finally:
+        connection.close()
+
+
+def newcomer_env():
+    return {k: v for k, v in os.environ.items() if not k.startswith("PUSH_")}
+
+
+@pytest.fixture(scope="module")
+def make_run(bin_dir):
+    """scripts/run-local.sh as `make run` starts it, as instance `readme` with fresh data; stopped
+    with Ctrl-C (SIGINT) at the end, which must stop everything and exit 0."""
+    busy = [p for p in MAKE_RUN_PORTS if not port_free(p)]
+    if busy:
+        pytest.fail(f"make run's ports {busy} are in use (a `make run` is up?); the README's examples need them")
+    local = ROOT / ".local"
+    for stale in (local / f"rabbitmq-{INSTANCE}", local / f"redis-{INSTANCE}"):
+        shutil.rmtree(stale, ignore_errors=True)
+    log_path = local / "system" / "make-run.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log = open(log_path, "wb")
+    env = dict(newcomer_env(), PUSH_RUN_NAME=INSTANCE, PUSH_BIN_DIR=str(bin_dir))
+    process = subprocess.Popen(["bash", "scripts/run-local.sh"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                               stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_for("make run saying it runs", lambda: process.poll() is not None or b"press Ctrl-C to stop everything" in log_path.read_bytes(),
+                 timeout=180)
+        assert process.poll() is None, f"make run exited {process.returncode} (see {log_path})"
+        # As a newcomer waits for the services' "listening" lines: every service ready.
+        for port, path in READY:
+            wait_for(f"make run's 127.0.0.1:{port}{path} answering 200", lambda: process.poll() is not None or ready(port, path), timeout=120)
+            assert process.poll() is None, f"make run exited {process.returncode} (see {log_path})"
+        yield process
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGINT)
+            try:
+                status = process.wait(timeout=90)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                status = process.wait()
+                pytest.fail(f"make run did not stop within 90 s of Ctrl-C (see {log_path})")
+        log.close()
+    assert status in (0, 130), f"make run exited {status} on Ctrl-C (see {log_path})"
+
+
+def test_readme_has_runnable_examples():
+    languages = [language for language, _ in blocks()]
+    assert "sh" in languages and "python" in languages, f"README.md's runnable blocks: {languages}"
+
+
+def test_readme_examples_run_as_printed(make_run):
+    published = []
+    for number, (language, code) in enumerate(blocks(), 1):
+        argv = ["bash", "-euo", "pipefail", "-c", code] if language == "sh" else ["/usr/bin/python3", "-c", code]
+        result = subprocess.run(argv, cwd=ROOT, env=newcomer_env(), capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, f"README block {number} ({language}) exited {result.returncode}:\n{code}\n{result.stdout[-1500:]}{result.stderr[-1500:]}"
+        if "publish" in code:
+            published += re.findall(r'"id"\s*:\s*"([^"]+)"', code)
+    assert published, "no README block publishes a push request"
+    pushctl = ROOT / ".build" / "debug" / "pushctl"
+    for request_id in published:
+        def done():
+            r = subprocess.run([str(pushctl), "request", request_id, "--app", "com.example.game", "--json"], cwd=ROOT,
+                               env=newcomer_env(), capture_output=True, text=True, timeout=30)
+            report = json.loads(r.stdout) if r.returncode == 0 and r.stdout.strip() else None
+            return report if report and report["state"] == "done" else None
+        report = wait_for(f"the README's request {request_id} being done", done)
+        assert report["delivered"] >= 1 and report["failed_total"] == 0, report
