@@ -188,6 +188,12 @@ parse_instance_args() {
     PORT=$((10#$PORT))
 }
 
+# The Swift suites that start servers of their own and take the longest (kill -9 of push-send under
+# load, a three-node RabbitMQ cluster, broker restarts): about 4 of make test's minutes. `make check`
+# runs them (scripts/checks/swift-long.sh); `make test` skips them, and its chaos smoke covers a
+# kill -9 and a broker restart end to end. A swift test --filter/--skip regular expression.
+LONG_SWIFT_SUITES='SendResilienceTests|AMQPClusterTests|AMQPRestartTests'
+
 # The executables the chaos harness and the system checks run, built (debug) where missing from
 # directory $1: swift test builds them, but a failed or filtered build may leave some out.
 PUSH_EXECUTABLES=(apns-sandbox push-ingest push-render push-send push-feedback push-console pushctl)

@@ -5,10 +5,10 @@
 #
 #   scripts/run-tests.sh [extra swift test arguments...]
 #
-# Tests run one at a time (`--no-parallel`): the suite holds load tests (20,000-token sends, a
+# Every suite but LONG_SWIFT_SUITES (scripts/lib.sh; `make check` runs those). Tests run one at a time (`--no-parallel`): the suite holds load tests (20,000-token sends, a
 # 100,000-token fan-out) and tests that bound how long a failure may take, and on a 2-core machine
-# the first starve the second when everything runs at once. Serially the whole suite takes about
-# 9 minutes after the build on a 2-core machine.
+# the first starve the second when everything runs at once. Serially this takes about 7 minutes
+# after the build on a 2-core machine.
 # Then the chaos smoke (scripts/chaos.sh --smoke: 3,000 tokens, kill -9 of push-send and a RabbitMQ
 # restart in the middle of a broadcast, on a private stack with the debug executables swift test
 # built; about a minute), which ends with a line `N passed, N failed`. Both run even if the first
@@ -29,8 +29,11 @@ if [[ -n ${SWIFT_TEST_CMD:-} ]]; then
     exec bash scripts/with-test-servers.sh bash -c "$SWIFT_TEST_CMD"
 fi
 command -v swift >/dev/null || { echo "run-tests.sh: swift is not on PATH" >&2; exit 1; }
+# shellcheck source=scripts/lib.sh
+. "$ROOT/scripts/lib.sh"
 args=()
-[[ -n ${FILTER:-} ]] && args+=(--filter "$FILTER")
+# A FILTER runs what it names; otherwise everything but the long suites, which are make check's.
+if [[ -n ${FILTER:-} ]]; then args+=(--filter "$FILTER"); else args+=(--skip "$LONG_SWIFT_SUITES"); fi
 [[ ${PUSH_TEST_PARALLEL:-} == 1 ]] && args+=(--parallel) || args+=(--no-parallel)
 # Ctrl-C reaches swift test (or the smoke) directly, as the foreground process group; once that has
 # stopped, this script stops too instead of going on to the next step.
@@ -54,8 +57,6 @@ if [[ -n ${FILTER:-} || ${PUSH_CHAOS_SMOKE:-1} == 0 ]]; then
 fi
 # The smoke and the checks use the debug executables.
 BIN_DIR="$(swift build --show-bin-path)"
-# shellcheck source=scripts/lib.sh
-. "$ROOT/scripts/lib.sh"
 build_missing_products "$BIN_DIR"
 echo "run-tests.sh: chaos smoke (scripts/chaos.sh --smoke)"
 smoke_status=0
