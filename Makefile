@@ -172,7 +172,7 @@ bench-transport: deps-bench
 	@for p in apns-sandbox pushctl; do swift build -c release --product $$p || exit 1; done
 	@TRANSPORT_BENCH_BIN="$$(swift build -c release --show-bin-path)" bash Benchmarks/transport/run.sh
 
-# Regenerates the README's configuration tables from the code's key tables (ConfigurationTable):
+# Regenerates docs/configuration.md's tables from the code's key tables (ConfigurationTable):
 # the tests that check them run in record mode and write the tables they expect.
 .PHONY: docs
 docs: deps

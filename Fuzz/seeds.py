@@ -3,7 +3,7 @@
 
     /usr/bin/python3 Fuzz/seeds.py      # needs python3-pika (Debian's; `make test` installs it)
 
-The seeds are what the system really sees: CONTRACT.md's and the README's examples, the
+The seeds are what the system really sees: CONTRACT.md's and the docs' examples, the
 repository's config/apps.json and localization/*.strings, the shapes push-render, push-send and
 push-ingest's tests use, AMQP content-header properties as a real client (pika) encodes them with
 the headers RabbitMQ and the services set (x-death, x-push-retries, x-push-error, ...), and legacy

@@ -113,7 +113,7 @@ public struct ConsoleConfiguration: Sendable, Hashable {
             throw ConfigurationError.invalidValue(
                 key: "PUSH_CONSOLE_OPERATORS_FILE", value: "",
                 problem:
-                    "is required: the console has no default password. Make the file with `pushctl console hash-password` (see the README, \"Console\")"
+                    "is required: the console has no default password. Make the file with `pushctl console hash-password` (see docs/reports-and-console.md)"
             )
         }
     }

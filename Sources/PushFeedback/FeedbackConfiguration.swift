@@ -58,7 +58,7 @@ public struct FeedbackConfiguration: Sendable, Hashable {
     /// ``staleDays`` in ms.
     public var staleAge: Int64 { Int64(staleDays) * 86_400_000 }
 
-    /// Every key, in reading order: the key set, the reader, `--help` and the README's table come from it.
+    /// Every key, in reading order: the key set, the reader, `--help` and docs/configuration.md's table come from it.
     public static let table = ConfigurationTable<FeedbackConfiguration>(
         "push-feedback",
         [

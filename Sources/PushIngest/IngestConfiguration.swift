@@ -84,7 +84,7 @@ public struct IngestConfiguration: Sendable, Hashable {
         self.rateLimitKeyPrefix = rateLimitKeyPrefix
     }
 
-    /// Every key, in reading order: the key set, the reader, `--help` and the README's table come from it.
+    /// Every key, in reading order: the key set, the reader, `--help` and docs/configuration.md's table come from it.
     public static let table = ConfigurationTable<IngestConfiguration>(
         "push-ingest",
         [

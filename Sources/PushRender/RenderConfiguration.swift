@@ -43,7 +43,7 @@ public struct RenderConfiguration: Sendable, Hashable {
         self.keyPrefix = keyPrefix
     }
 
-    /// Every key, in reading order: the key set, the reader, `--help` and the README's table come from it.
+    /// Every key, in reading order: the key set, the reader, `--help` and docs/configuration.md's table come from it.
     public static let table = ConfigurationTable<RenderConfiguration>(
         "push-render",
         [

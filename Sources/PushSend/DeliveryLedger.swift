@@ -9,7 +9,7 @@ public import Redis
 /// A 500-token batch costs one key of about 125 bytes of bits (well under a byte a token), where a
 /// key per token cost about 290 bytes a token. Each mark set is its own hash tag, so a broadcast's
 /// marks spread over every master of a Redis Cluster (they were under the app's tag, `{<app>}`,
-/// before; marks of batches in flight across that upgrade are not found, see the README).
+/// before; marks of batches in flight across that upgrade are not found, see docs/clusters.md, "Moving an existing registry").
 ///
 /// Reading a batch's marks is one `GET`; marking is `BITFIELD … SET u1 <bit> 1` plus `EXPIRE`,
 /// pipelined across batches by ``AcceptanceMarker``.

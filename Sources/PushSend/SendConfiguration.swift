@@ -65,7 +65,7 @@ public struct SendConfiguration: Sendable, Hashable {
         min(max(1, (ceiling + 999) / 1000), 64)
     }
 
-    /// Every key, in reading order: the key set, the reader, `--help` and the README's table come from it.
+    /// Every key, in reading order: the key set, the reader, `--help` and docs/configuration.md's table come from it.
     public static let table = ConfigurationTable<SendConfiguration>(
         "push-send",
         [

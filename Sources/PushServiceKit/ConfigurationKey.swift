@@ -1,7 +1,7 @@
 /// One configuration key, declared once: its name, its `--help` line, how its default is shown, and
 /// how it is read (through ``PushConfigurationReader``'s typed accessors, so every error names the key
 /// the same way). A ``ConfigurationTable`` of these gives a settings type its key set, its reader and
-/// its `--help` text; the README's tables are checked against the same tables by the tests.
+/// its `--help` text; docs/configuration.md's tables are checked against the same tables by the tests.
 public struct ConfigurationKey<Settings>: @unchecked Sendable {
     /// The variable (and config-file key), e.g. `PUSH_SEND_PREFETCH`.
     public let name: String
@@ -98,7 +98,7 @@ public struct ConfigurationTable<Settings>: @unchecked Sendable {
         return settings
     }
 
-    /// The README's table of these keys: variable, default, meaning (the `--help` summary).
+    /// docs/configuration.md's table of these keys: variable, default, meaning (the `--help` summary).
     public func markdown(defaults: Settings) -> String {
         let rows = keys.map { key -> String in
             let shown = key.defaultText(defaults)

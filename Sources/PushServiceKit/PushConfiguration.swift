@@ -196,7 +196,7 @@ extension PushConfiguration {
         settings.redisURL = text
     }
 
-    /// Every key, in reading order: the key set, the reader, `--help` and the README's table come from it.
+    /// Every key, in reading order: the key set, the reader, `--help` and docs/configuration.md's table come from it.
     public static let table = ConfigurationTable<PushConfiguration>(
         "Configuration (environment variables; PUSH_CONFIG_FILE names an optional JSON file of the same keys, which the environment overrides)",
         [

@@ -3,11 +3,12 @@ import PushServiceKit
 import TestSupport
 import Testing
 
-/// Every key ConsoleConfiguration reads is in the README's configuration tables and in `--help` with
+/// Every key ConsoleConfiguration reads is in docs/configuration.md's tables and in `--help` with
 /// its default; the operators file is required.
 @Suite struct ConsoleConfigurationTableTests {
     @Test func everyKeyIsDocumentedAndInHelp() {
-        let mismatch = ConfigurationDocumentation.readmeMismatch(ConsoleConfiguration.table, named: "push-console", defaults: ConsoleConfiguration())
+        let mismatch = ConfigurationDocumentation.configurationPageMismatch(
+            ConsoleConfiguration.table, named: "push-console", defaults: ConsoleConfiguration())
         #expect(mismatch == nil, "\(mismatch ?? "")")
         #expect(ConfigurationDocumentation.missingFromHelp(ConsoleConfiguration.table, help: ConsoleConfiguration.environmentHelp) == [])
     }

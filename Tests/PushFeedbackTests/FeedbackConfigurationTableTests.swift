@@ -3,10 +3,10 @@ import PushServiceKit
 import TestSupport
 import Testing
 
-/// Every key FeedbackConfiguration reads is in the README's configuration tables and in `--help` with its default.
+/// Every key FeedbackConfiguration reads is in docs/configuration.md's tables and in `--help` with its default.
 @Suite struct FeedbackConfigurationTableTests {
     @Test func everyKeyIsDocumentedAndInHelp() {
-        let mismatch = ConfigurationDocumentation.readmeMismatch(
+        let mismatch = ConfigurationDocumentation.configurationPageMismatch(
             FeedbackConfiguration.table, named: "push-feedback", defaults: FeedbackConfiguration())
         #expect(mismatch == nil, "\(mismatch ?? "")")
         #expect(ConfigurationDocumentation.missingFromHelp(FeedbackConfiguration.table, help: FeedbackConfiguration.environmentHelp) == [])

@@ -41,7 +41,7 @@ RABBITMQADMIN_GLOB = "/usr/lib/rabbitmq/lib/rabbitmq_server-*/plugins/rabbitmq_m
 START_TIMEOUT_S = 20
 STOP_TIMEOUT_S = 25
 # push-console: one port for its pages, its API and /healthz, /readyz, /metrics (no PUSH_ADMIN_PORT);
-# its operators file is made by ops (README.md), never committed, and bind-mounted read-only.
+# its operators file is made by ops (docs/reports-and-console.md), never committed, and bind-mounted read-only.
 CONSOLE = "push-console"
 CONSOLE_PORT = "8090"
 OPERATORS_FILE = ROOT / "config" / "console-operators.json"
@@ -731,7 +731,7 @@ class Stack:
         os.chmod(self.work, 0o755)
 
     def make_operators_file(self, path):
-        """An operators file as README.md has ops make it: an operator whose password hash
+        """An operators file as docs/reports-and-console.md has ops make it: an operator whose password hash
         `pushctl console hash-password` prints, and an API key whose digest `hash-key` prints (the
         --bin-dir's pushctl), both random."""
         pushctl = self.bin_dir / "pushctl"

@@ -62,7 +62,7 @@
 #    NoNewPrivs 1 and the image's paths mounted read-only. A device is
 #    registered through http://push-ingest:8080, a push request published with pika to
 #    PUSH_AMQP_URL, and apns-sandbox's admin API must show it delivered to that device.
-#    push-console (run as `--profile console` would) gets an operators file made as README.md says
+#    push-console (run as `--profile console` would) gets an operators file made as docs/reports-and-console.md says
 #    (`pushctl console hash-password` and `hash-key` of --bin-dir, a random password and key) in
 #    place of config/console-operators.json, becomes ready on PUSH_HTTP_PORT 8090, redirects to
 #    /login and answers 401 without a session or key; its operator logs in, and with the API key it

@@ -4,10 +4,12 @@
 1. Files: `promtool check rules` and `promtool test rules` (deploy/prometheus/alerts.yml and
    alerts.test.yml), `promtool check config` (deploy/prometheus/prometheus.yml); every alert has
    `for:`, a severity (warning or critical), summary, description and runbook, and a test case where
-   it fires and one where it does not; every dashboard of deploy/grafana/ is JSON Grafana imports
-   as it is (uid, title, unique panel ids, every query on the `datasource` variable, a PromQL
-   expression in every target); deploy/kubernetes/monitoring/prometheus-rule.yaml is alerts.yml as a
-   PrometheusRule, byte for byte as --write makes it.
+   it fires and one where it does not; every runbook is `path[#heading] [(note)]` entries separated
+   by `;`, each path a file of the repository and each heading one of that markdown file (GitHub's
+   anchors, as scripts/checks/docs_links.py computes them); every dashboard of deploy/grafana/ is
+   JSON Grafana imports as it is (uid, title, unique panel ids, every query on the `datasource`
+   variable, a PromQL expression in every target); deploy/kubernetes/monitoring/prometheus-rule.yaml
+   is alerts.yml as a PrometheusRule, byte for byte as --write makes it.
 2. Metric names: every metric a dashboard or alert expression uses (histogram suffixes _bucket,
    _sum, _count name their histogram; `up` is Prometheus' own) must be exported by a running
    service, and every label an expression selects on must exist on it (with the value, for `=`
@@ -47,6 +49,9 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts" / "chaos"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from docs_links import anchors_of  # noqa: E402 (GitHub's anchors of a markdown file)
 
 ALERTS = ROOT / "deploy/prometheus/alerts.yml"
 ALERT_TESTS = ROOT / "deploy/prometheus/alerts.test.yml"
@@ -600,6 +605,36 @@ def run(argv, timeout=60):
     return r.returncode, (r.stdout + r.stderr).strip()
 
 
+# One runbook entry: a repository path, an optional #heading of it, an optional note in parentheses.
+RUNBOOK_ENTRY = re.compile(r"^([A-Za-z0-9_.\-/]+?)(?:#([^\s#()]+))?(?:\s+\([^()]*\))?$")
+
+
+def runbook_problems(runbook, root=ROOT):
+    """What is wrong with an alert's runbook (empty when nothing is): it must name at least one
+    `path` or `path#heading` of the repository, entries separated by `;`, each optionally followed by
+    a note in parentheses; every path must exist (inside the repository) and every heading must be one
+    of that markdown file, as GitHub names its anchors."""
+    entries = [entry.strip() for entry in (runbook or "").split(";") if entry.strip()]
+    if not entries:
+        return ["names no documentation"]
+    problems = []
+    root = Path(root).resolve()
+    for entry in entries:
+        m = RUNBOOK_ENTRY.match(entry)
+        if not m:
+            problems.append(f"'{entry}' is not path[#heading] [(note)]")
+            continue
+        path, anchor = m.group(1), m.group(2)
+        target = (root / path).resolve()
+        if not target.is_relative_to(root) or not target.exists():
+            problems.append(f"{path} does not exist")
+        elif anchor is not None and target.suffix.lower() != ".md":
+            problems.append(f"{path}#{anchor}: {path} is not a markdown file")
+        elif anchor is not None and anchor not in anchors_of(target):
+            problems.append(f"{path} has no heading #{anchor}")
+    return problems
+
+
 def check_rules(report, rules, tests):
     rc, out = run(["promtool", "check", "rules", str(ALERTS.relative_to(ROOT))])
     report.check(rc == 0, f"promtool check rules {ALERTS.relative_to(ROOT)}", out[-1500:])
@@ -620,11 +655,11 @@ def check_rules(report, rules, tests):
                 missing.append("for")
             if rule.get("labels", {}).get("severity") not in ("warning", "critical"):
                 missing.append("severity warning|critical")
-            if "README" not in a.get("runbook", ""):
-                missing.append("a README section in runbook")
+            missing += [f"runbook: {p}" for p in runbook_problems(a.get("runbook", "")) if a.get("runbook")]
             if missing:
                 bad.append(f"{name} ({', '.join(missing)})")
-    report.check(not bad, "every alert has for:, a severity, summary, description and a README runbook", "; ".join(bad))
+    report.check(not bad, "every alert has for:, a severity, summary, description and a runbook naming docs that exist",
+                 "; ".join(bad))
 
     firing, quiet = set(), set()
     for case in tests.get("tests", []):

@@ -7,7 +7,7 @@
 #
 # 1. promtool check rules / test rules (deploy/prometheus/alerts.test.yml: a firing and a
 #    non-firing case per alert) / check config (deploy/prometheus/prometheus.yml); every alert has
-#    for:, a severity, summary, description and a README runbook; every dashboard is JSON Grafana
+#    for:, a severity, summary, description and a runbook naming docs that exist; every dashboard is JSON Grafana
 #    imports as it is (datasource variable, unique panel ids, a PromQL expression per target);
 #    deploy/kubernetes/monitoring/prometheus-rule.yaml is alerts.yml as a PrometheusRule, byte for
 #    byte (`--write` regenerates it from alerts.yml and does nothing else).

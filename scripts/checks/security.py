@@ -736,7 +736,7 @@ class Checks:
         stored = s.redis("HGET", registry.record(device), "locale")
         self.check(r.status == 200 and stored == "de", "bounded: an update of the registered device is still 200 (and stored)",
                    f"{r}, locale in Redis {stored!r}")
-        # README: a Live Activity token for a device the registry does not hold is charged too.
+        # docs/registering.md: a Live Activity token for a device the registry does not hold is charged too.
         if refusal:
             r = s.ingest("PUT", f"/v1/apps/{BOUNDED}/devices/{refusal[0]}/push-to-start/SecurityAttributes0",
                          body={"push_token": new_token()}, app_key=key)
