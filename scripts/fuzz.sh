@@ -7,7 +7,7 @@
 #
 # TARGET is a name from --list (`fuzz-push-request`, or just `push-request`); default: all.
 # Prints one line per target: executions, executions per second, coverage, crash or not; exits 1
-# if any target crashed (or broke an invariant), 2 on a build failure.
+# if any target crashed (or broke an invariant) or ran no input at all, 2 on a build failure.
 #
 # Nothing is written into the tree: the build goes to .build-fuzz/, and under .local/fuzz/<target>/
 # go the inputs the run found interesting (corpus/, reused by the next run), crash inputs
@@ -121,7 +121,11 @@ for target in "${selected[@]}"; do
     total_executions=$((total_executions + executions))
     line=$(printf '%-27s %10s executions in %s s (%s/s), coverage %s' "$target" "$executions" "$seconds" \
         "$((executions / seconds))" "${coverage:-?}")
-    if ((run_status != 0)); then
+    if ((run_status == 0 && executions == 0)); then
+        # A target that ran nothing (a broken build, a corpus it cannot read) proves nothing.
+        crashed=$((crashed + 1))
+        echo "$line: RAN NOTHING (see $log)"
+    elif ((run_status != 0)); then
         crashed=$((crashed + 1))
         artefact=$(sed -n "s/.*Test unit written to \(.*\)$/\1/p" "$log" | tail -1)
         echo "$line: CRASHED (exit $run_status)"
@@ -131,5 +135,5 @@ for target in "${selected[@]}"; do
         echo "$line: ok"
     fi
 done
-echo "fuzz.sh: ${#selected[@]} targets, $total_executions executions, $crashed crashed"
+echo "fuzz.sh: ${#selected[@]} targets, $total_executions executions, $crashed crashed or ran nothing"
 ((crashed == 0))

@@ -10,7 +10,8 @@ queue a producer may write to (exchange `push`, keys `request`, `registration`, 
 and sends the same classes of input to push-ingest's HTTP API and legacy forms, then checks:
 
 - every service still runs, with the PID it started with (no hidden restart), and answers /healthz;
-- every invalid queue message is in push.dead with an `x-push-error` naming the field (or, where the
+- every invalid queue message is in push.dead with an `x-push-error` that starts with the field (or a
+  clause of it starts with the field: `InvalidRequest: not sent: payload: …`; or, where the
   case table says so, a documented clamp: the message is processed as it would be without the odd
   part), and every valid-but-odd message is processed and not dead-lettered;
 - every HTTP case is answered 4xx with a JSON error naming the field (or 2xx where the input is
@@ -19,7 +20,8 @@ and sends the same classes of input to push-ingest's HTTP API and legacy forms, 
 - a good registration and a good push published afterwards arrive (apns-sandbox GET /deliveries),
   and a good feedback event removes its token.
 
-Phases: A, the bodies, properties and headers of every queue with Redis up (headers are read but a
+Phases: P, the registrations later cases need (the tokens the `ok` feedback events remove), each
+verified stored; A, the bodies, properties and headers of every queue with Redis up (headers are read but a
 valid message is processed); B, Redis a read-only replica (every write answers READONLY, which the
 services take for Redis being unavailable), so the consumers of push.requests, push.registrations
 and push.feedback take their retry path and read `x-push-retries` (negative, huge, wrong type →
@@ -43,6 +45,7 @@ import decimal
 import hashlib
 import json
 import os
+import re
 import select
 import signal
 import socket
@@ -208,6 +211,9 @@ class Case:
     phase: str = "A"
     note: str = ""         # the documented clamp or behaviour an `ok` case relies on
     verify: object = None  # ok cases: callable(run) -> None or a problem
+    verify_early: bool = False  # a setup: verified when its phase is quiet, not at the end
+    effect: str = ""       # what `verify` found, for the table ("token removed", "stored")
+    early_problem: str = None
     raw: bytes = None      # http: the whole request
     observed: str = ""
     result: str = ""
@@ -234,8 +240,8 @@ def request_cases():
     def dead(cid, what, field, body=None, **kw):
         cases.append(Case(cid, q, what, "dead", field, body if body is not None else jbody(req(cid)), **kw))
 
-    def ok(cid, what, body=None, note="", delivered=True, **kw):
-        verify = (lambda run, c=cid: run.delivered_check(tok(c))) if delivered else None
+    def ok(cid, what, body=None, note="", delivered=True, verify=None, **kw):
+        verify = verify or ((lambda run, c=cid: run.delivered_check(tok(c))) if delivered else None)
         cases.append(Case(cid, q, what, "ok", None, body if body is not None else jbody(req(cid)), note=note,
                           verify=verify, **kw))
 
@@ -391,7 +397,8 @@ def request_cases():
                          ("req-to-users-10001", {"users": [f"u{i}" for i in range(10_001)]}, "to.users")):
         dead(cid, f"to: {json.dumps(to)[:48]}", fld, jbody(req(cid, to=to)))
     ok("req-to-users-odd", "to.users with RTL, emoji and a 1,000-character id", jbody(req("req-to-users-odd", to={
-        "users": ["\u202eevil", "\U0001F600", "u" * 1000]})), delivered=False, note="users nobody registered: nothing to send")
+        "users": ["\u202eevil", "\U0001F600", "u" * 1000]})), delivered=False, note="users nobody registered: nothing to send",
+       verify=lambda run: run.report_check("req-to-users-odd", state="done", targeted=0, sent=0), effect="report done, 0 targeted")
     for cid, payload, fld in (("req-payload-aps-str", {"aps": "x"}, "payload.aps"), ("req-payload-aps-arr", {"aps": []}, "payload.aps"),
                               ("req-payload-alert-num", {"aps": {"alert": 1}}, "payload.aps.alert"),
                               ("req-payload-unknown-aps", {"aps": {"alert": "x", "content_available": 1}}, "payload.aps.content_available"),
@@ -510,7 +517,9 @@ def retry_header_cases(q, prefix, body_for):
     cases = []
     for name, value, what in dead_values:
         cid = f"{prefix}-retry-{name}"
-        cases.append(Case(cid, q, f"Redis read-only, {h} {what}", "dead", "retries", body_for(cid), props={"headers": {h: value}}, phase="B",
+        # The reason names the header (`x-push-retries is -1, not a retry count`), except at the last
+        # retry, which is no fault of the header (`… after 10 retries`).
+        cases.append(Case(cid, q, f"Redis read-only, {h} {what}", "dead", None if name == "ten" else h, body_for(cid), props={"headers": {h: value}}, phase="B",
                           note="DeliverySettler: \"… after 10 retries\", \"x-push-retries is N, not a retry count\" / \"more than the 10 retries\" or \"x-push-retries is not a retry count\""))
     for name, value, what in (("zero", 0, "0"), ("zero-int8", f_kind(b"b", ">b", 0, "int8 0"), "int8 0"),
                               ("zero-timestamp", f_kind(b"T", ">Q", 0, "timestamp 0"), "timestamp 0"), ("absent", None, "absent")):
@@ -748,8 +757,20 @@ def feedback_cases():
     def dead(cid, what, field, body=None, **kw):
         cases.append(Case(cid, q, what, "dead", field, body if body is not None else jbody(ev(cid)), **kw))
 
-    def ok(cid, what, body=None, note="", **kw):
-        cases.append(Case(cid, q, what, "ok", None, body if body is not None else jbody(ev(cid)), note=note, **kw))
+    # Every `ok` event's token is registered first (phase P, verified stored), then the event
+    # removes it, or leaves it where the device registered after the event's time: the effect is
+    # checked, not only that nothing was dead-lettered.
+    later = now_ms() + 600_000
+
+    def ok(cid, what, body=None, note="", removed=True, token=None, **kw):
+        t = token or tok(cid)
+        cases.append(Case(f"setup-{cid}", "push.registrations", f"registers the token of {cid} first", "ok", None,
+                          jbody({"app": APP, "token": t}), phase="P", verify=lambda run, t=t: run.registered_check(t, True), verify_early=True,
+                          effect="stored"))
+        cases.append(Case(cid, q, what, "ok", None, body if body is not None else jbody(ev(cid, timestamp=later, reported_at=later)),
+                          note=note + ("; its token is removed" if removed else "; its token stays (registered after the event's time)"),
+                          verify=lambda run, t=t, r=removed: run.registered_check(t, not r), effect="token removed" if removed else "token kept",
+                          **kw))
 
     for fld in ("timestamp", "reported_at"):
         for name in ("2^63", "2^64", "1e308", "1e400", "huge-int"):
@@ -759,11 +780,15 @@ def feedback_cases():
                                (f"fb-{fld}-float", "1767225600000.5", "1767225600000.5"), (f"fb-{fld}-string", '"1"', '"1"'),
                                (f"fb-{fld}-bool", "true", "true"), (f"fb-{fld}-array", "[1]", "[1]")):
             dead(cid, f"{fld} {what}", fld, jbody(ev(cid, **{fld: Raw(raw)})))
-        ok(f"fb-{fld}-int64max", f"{fld} 2^63-1", jbody(ev(f"fb-{fld}-int64max", **{fld: Raw(BIG["int64max"])})),
-           note="any time ≥ 0 is valid (the token is unknown here: not found)")
-        ok(f"fb-{fld}-minus0", f"{fld} -0", jbody(ev(f"fb-{fld}-minus0", **{fld: Raw("-0")})), note="-0 is 0")
+        # The other time field is `later`; the APNs timestamp, when there is one, is the event's time.
+        times = {"timestamp": later, "reported_at": later}
+        ok(f"fb-{fld}-int64max", f"{fld} 2^63-1", jbody(ev(f"fb-{fld}-int64max", **{**times, fld: Raw(BIG["int64max"])})),
+           note="any time ≥ 0 is valid")
+        ok(f"fb-{fld}-minus0", f"{fld} -0", jbody(ev(f"fb-{fld}-minus0", **{**times, fld: Raw("-0")})), note="-0 is 0",
+           removed=fld == "reported_at")
     dead("fb-reported-at-missing", "reported_at missing", "reported_at", jbody(ev("fb-reported-at-missing", reported_at=DROP)))
-    ok("fb-timestamp-null", "timestamp null", jbody(ev("fb-timestamp-null", timestamp=None)), note="no APNs timestamp: reported_at is used")
+    ok("fb-timestamp-null", "timestamp null", jbody(ev("fb-timestamp-null", timestamp=None, reported_at=later)),
+       note="no APNs timestamp: reported_at is used")
     for cid, over, fld in (("fb-reason-bogus", {"reason": "Bogus"}, "reason"), ("fb-reason-empty", {"reason": ""}, "reason"),
                            ("fb-reason-number", {"reason": 410}, "reason"), ("fb-reason-lower", {"reason": "unregistered"}, "reason"),
                            ("fb-reason-1mb", {"reason": "U" * MB}, "reason"), ("fb-reason-nul", {"reason": "Unregistered\u0000"}, "reason"),
@@ -774,8 +799,10 @@ def feedback_cases():
                            ("fb-app-missing", {"app": DROP}, "app"), ("fb-token-missing", {"token": DROP}, "token"),
                            ("fb-reason-missing", {"reason": DROP}, "reason")):
         dead(cid, f"{fld}: {json.dumps(over, default=lambda o: '…')[:50]}", fld, jbody(ev(cid, **over)))
-    ok("fb-unknown-field", "an unknown extra field", jbody(ev("fb-unknown-field", extra={"x": [1, 2]})), note="unknown fields are ignored")
-    ok("fb-token-nsdata", "token as an NSData description", jbody(ev("fb-token-nsdata", token="<" + tok("fb-token-nsdata").upper() + ">")),
+    ok("fb-unknown-field", "an unknown extra field", jbody(ev("fb-unknown-field", extra={"x": [1, 2]}, timestamp=later, reported_at=later)),
+       note="unknown fields are ignored")
+    ok("fb-token-nsdata", "token as an NSData description",
+       jbody(ev("fb-token-nsdata", token="<" + tok("fb-token-nsdata").upper() + ">", timestamp=later, reported_at=later)),
        note="normalised like every token")
     for depth, kind in ((100_000, "array"), (100_000, "object"), (600, "array")):
         cid = f"fb-nest-{kind}-{depth}"
@@ -790,16 +817,17 @@ def feedback_cases():
         dead(cid, what, None, body)
     for cid, props, what in (("fb-ct-text", {"content_type": "text/plain"}, "content_type text/plain"),
                              ("fb-ct-none", {"content_type": None}, "no content_type")):
-        ok(cid, what, jbody(ev(cid)), props=props, note="the content type is not consulted")
+        ok(cid, what, None, props=props, note="the content type is not consulted")
     for cid, headers, what in header_variants("fb-hdr"):
-        ok(cid, what, jbody(ev(cid)), props={"headers": headers}, note="x-push-retries is read only on the retry path (phase B)")
+        ok(cid, what, None, props={"headers": headers}, note="x-push-retries is read only on the retry path (phase B)")
     # Phase B: only a removal writes to Redis (an unknown token is just not found), so each of these
-    # tokens is registered in phase A and reported dead with a later time.
-    later = now_ms() + 600_000
+    # tokens is registered in phase A (verified stored once phase A is quiet) and reported dead with
+    # a later time.
     retry = retry_header_cases(q, "fb", lambda cid: jbody(ev(cid, timestamp=later, reported_at=later)))
     for c in retry:
         cases.append(Case(f"setup-{c.id}", "push.registrations", f"registers the token of {c.id} (phase B)", "ok", None,
-                          jbody({"app": APP, "token": tok(c.id)})))
+                          jbody({"app": APP, "token": tok(c.id)}), verify=lambda run, t=tok(c.id): run.registered_check(t, True),
+                          verify_early=True, effect="stored"))
         if c.expect == "ok":
             c.verify = lambda run, t=tok(c.id): run.registered_check(t, False)
             c.note += "; its token is then removed"
@@ -912,7 +940,8 @@ def http_cases():
         put(cid, what, jbody(good), fld, path=f"/v1/apps/{APP}/devices/{token}")
         if cid == "http-token-8kb":
             cases[-1].expect, cases[-1].note = "4xx-http", HTTP_LAYER
-    put("http-app-unknown", "unknown app", jbody(good), "app", path=api_path(app="com.example.nope"))
+    # A key of another app (or none): the refusal is about Authorization, which names the app.
+    put("http-app-unknown", "unknown app", jbody(good), "Authorization", path=api_path(app="com.example.nope"))
     put("http-app-pct-ff", "app %FF%FE", jbody(good), None, path=api_path(app="%FF%FE"))
     put("http-app-traversal", "app ..%2F..%2Fetc", jbody(good), None, path=api_path(app="..%2F..%2Fetc"))
     add("http-path-100kb", "http:api", "path of 100 KB", "4xx-http|close", None,
@@ -1312,11 +1341,28 @@ class Run:
         got = self.deliveries.get(token)
         return None if got else "not delivered to the sandbox"
 
+    def report_check(self, request_id, **expected):
+        """The request's report (pushctl request --json) has each expected value."""
+        r = subprocess.run([str(self.stack.bin / "pushctl"), "request", request_id, "--app", APP, "--json"],
+                           env=dict(self.stack.service_env("push-ingest")), capture_output=True, text=True, timeout=30)
+        try:
+            report = json.loads(r.stdout)
+        except ValueError:
+            return f"no report ({r.stderr.strip()[:100]})"
+        wrong = {k: report.get(k) for k, v in expected.items() if report.get(k) != v}
+        return f"report has {wrong}, expected {expected}" if wrong else None
+
     def registered_check(self, token, stored):
         exists = self.stack.redis("EXISTS", chaos.registry_keys.Registry(lambda *argv: self.stack.redis(*argv), APP).record(token)) == "1"
         if exists != stored:
             return "not stored in Redis" if stored else "stored in Redis"
         return None
+
+    def verify_early(self, cases):
+        """Setups are verified as soon as their phase is quiet: later phases change what they stored."""
+        for c in cases:
+            if c.verify_early and c.verify:
+                c.early_problem = c.verify(self)
 
     def judge_queue_case(self, c):
         if c.result == "FAIL":
@@ -1336,7 +1382,7 @@ class Run:
             c.observed = "dead: " + short(r)
             if r.startswith("(no x-push-error") or r == "(none)":
                 c.result = "FAIL"
-            elif c.field and c.field.lower() not in r.lower():
+            elif c.field and not names_field(r, c.field):
                 c.observed += f"  [does not name {c.field}]"
                 c.result = "FAIL"
             else:
@@ -1346,11 +1392,12 @@ class Run:
                 c.observed = "dead: " + short(reasons[0])
                 c.result = "FAIL"
                 return
-            problem = c.verify(self) if c.verify else None
+            problem = c.early_problem if c.verify_early else (c.verify(self) if c.verify else None)
             if problem:
                 c.observed, c.result = problem, "FAIL"
             else:
-                c.observed, c.result = "processed" + (", delivered" if c.target in ("push.requests", "push.send") and c.verify else ""), "PASS"
+                effect = c.effect or ("delivered" if c.target in ("push.requests", "push.send") and c.verify else "")
+                c.observed, c.result = "processed" + (f", {effect}" if effect else ""), "PASS"
 
     def run_http(self, c):
         port = self.stack.port["push-ingest"]
@@ -1379,16 +1426,24 @@ class Run:
             # A refusal says why, as JSON ({"error","message"} or the legacy {"ret","msg"}).
             try:
                 doc = json.loads(body)
-                message = json.dumps(doc, ensure_ascii=False)
+                message = doc.get("message", doc.get("msg")) if isinstance(doc, dict) else None
             except ValueError:
                 message = None
-            if c.target != "http:other" and message is None:
+            if c.target != "http:other" and not isinstance(message, str):
                 ok = False
-                c.observed += "  [no JSON error]"
-            elif c.field and message is not None and c.field.lower() not in message.lower():
+                c.observed += "  [no JSON error with a message]"
+            elif c.field and isinstance(message, str) and not names_field(message, c.field):
                 ok = False
                 c.observed += f"  [does not name {c.field}]"
         c.result = "PASS" if ok else "FAIL"
+
+
+def names_field(reason, field):
+    """Whether `reason` is about `field`: the field starts the reason, or a clause of it (after
+    ": ", as in `InvalidRequest: not sent: payload: is 1048598 bytes`), as a whole name followed by
+    ":", ".", "[" or a space. A field named anywhere else in the text does not count (`id`, `to`
+    and `v` occur in almost any sentence)."""
+    return re.search(r"(?:^|: )" + re.escape(field) + r"(?=[:.\[ ]|$)", reason) is not None
 
 
 def short(text, n=110):
@@ -1530,12 +1585,20 @@ def execute(stack, run):
     run.record_pids()
     log(f"stack up in {time.time() - t0:.1f}s; {len(cases)} cases")
 
+    # Phase P: what later cases need stored first (the tokens feedback events remove).
+    p = [c for c in cases if c.phase == "P"]
+    if p:
+        run.publish(p)
+        run.wait_quiet("phase P", 60)
+        run.verify_early(p)
+
     # Phase A: every queue, Redis up.
     a = [c for c in cases if c.phase == "A"]
     t = time.time()
     run.publish(a)
     log(f"phase A: {len(a)} messages published in {time.time() - t:.1f}s")
     run.wait_quiet("phase A", 60)
+    run.verify_early(a)
 
     # Phase B: Redis read-only, the retry path reads x-push-retries.
     b = [c for c in cases if c.phase == "B"]
@@ -1617,7 +1680,7 @@ def execute(stack, run):
     for q in left:
         run.drain_dead(q)
     for c in cases:
-        if c.phase in ("A", "B", "K"):
+        if c.phase in ("P", "A", "B", "K"):
             run.judge_queue_case(c)
     if run.unattributed:
         run.checks.append(("dead letters from no case", "none", f"{len(run.unattributed)}: " + "; ".join(run.unattributed[:3]), False))
