@@ -52,7 +52,8 @@ struct LegacyRegistrationForm: Sendable, Equatable {
         if let rawTimestamp {
             guard rawTimestamp.utf8.count <= 16, rawTimestamp.utf8.allSatisfy({ (0x30...0x39).contains($0) }), let value = Int64(rawTimestamp)
             else {
-                throw RegistrationError(.invalidField, field: "timestamp", "must be a whole number of ms since 1970, got \(Self.quoted(rawTimestamp))")
+                throw RegistrationError(
+                    .invalidField, field: "timestamp", "must be a whole number of ms since 1970, got \(Self.quoted(rawTimestamp))")
             }
             timestamp = value
         }
