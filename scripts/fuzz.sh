@@ -9,7 +9,8 @@
 # Prints one line per target: executions, executions per second, coverage, crash or not; exits 1
 # if any target crashed (or broke an invariant) or ran no input at all, 2 on a build failure.
 #
-# Nothing is written into the tree: the build goes to .build-fuzz/, and under .local/fuzz/<target>/
+# Nothing is written into the tree: the build goes to .build-fuzz/ (.build-fuzz-<sanitizers>/ for other
+# FUZZ_SANITIZERS), and under .local/fuzz/<target>/
 # go the inputs the run found interesting (corpus/, reused by the next run), crash inputs
 # (crash-<sha1>, timeout-…, oom-…) and the run's log (fuzz.log). Replay a crash with
 #   .build-fuzz/debug/fuzz-<target> .local/fuzz/<target>/crash-…
@@ -68,7 +69,11 @@ done
 
 config=${FUZZ_CONFIG:-debug}
 sanitizers=${FUZZ_SANITIZERS:-fuzzer}
-build=(swift build -c "$config" --package-path Fuzz --scratch-path .build-fuzz
+# One scratch directory per sanitizer set: switching between `make fuzz` and `make check` (which adds
+# AddressSanitizer) then rebuilds nothing.
+scratch=.build-fuzz
+[[ $sanitizers == fuzzer ]] || scratch=".build-fuzz-${sanitizers//,/-}"
+build=(swift build -c "$config" --package-path Fuzz --scratch-path "$scratch"
     -Xswiftc "-sanitize=$sanitizers" -Xswiftc -enable-testing)
 [[ -n ${FUZZ_JOBS:-} ]] && build+=(-j "$FUZZ_JOBS")
 
@@ -91,7 +96,7 @@ for product in "${products[@]}"; do
         exit 2
     fi
 done
-bin_dir=".build-fuzz/$config"
+bin_dir="$scratch/$config"
 echo "fuzz.sh: built in $((SECONDS - build_started)) s"
 ((build_only)) && exit 0
 
@@ -116,7 +121,7 @@ for target in "${selected[@]}"; do
     run_status=0
     "$bin_dir/$target" "${flags[@]}" "$work/corpus" "Fuzz/Corpus/$target" >"$log" 2>&1 || run_status=$?
     executions=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-    coverage=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
+    coverage=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2 || true)
     executions=${executions:-0}
     total_executions=$((total_executions + executions))
     line=$(printf '%-27s %10s executions in %s s (%s/s), coverage %s' "$target" "$executions" "$seconds" \

@@ -233,7 +233,7 @@ print_next_steps() {
 
 Try it (in another terminal):
 1. Register a device for user alice:
-   curl -X PUT $ingest/v1/apps/com.example.game/devices/$token \\
+   curl --fail-with-body -sS -X PUT $ingest/v1/apps/com.example.game/devices/$token \\
      -H 'Authorization: Bearer dev-ingest-key' -H 'Content-Type: application/json' \\
      -d '{"user":"alice","locale":"en-US","environment":"sandbox","topics":["news"]}'
 2. Send alice a push with pushctl:
@@ -246,7 +246,7 @@ Try it (in another terminal):
      channel.basic_publish("push", "request", json.dumps({"id": "hello-2", "app": "com.example.game", "to": {"users": ["alice"]}, "payload": {"aps": {"alert": "Hello from Python"}}}), pika.BasicProperties(delivery_mode=2, content_type="application/json"))
      connection.close()
 3. Watch:
-   curl -s '$admin/deliveries?token=$token'        # what apns-sandbox received
+   curl --fail-with-body -sS '$admin/deliveries?token=$token'        # what apns-sandbox received
    curl -s http://127.0.0.1:${HTTP_PORT[push-send]}/metrics | grep push_send_delivered   # push-send's metrics (push-render ${HTTP_PORT[push-render]}, push-feedback ${HTTP_PORT[push-feedback]}, push-ingest ${HTTP_PORT[push-ingest]})
    PUSH_AMQP_URL='$amqp' $pushctl queues           # queue depths
    PUSH_APPS_FILE=config/apps.json $pushctl apps check   # the apps file and its credentials

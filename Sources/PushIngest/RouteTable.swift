@@ -13,7 +13,7 @@ public struct RouteTable: Sendable {
         public init(_ method: HTTPRequest.Method, _ template: String) {
             self.method = method
             self.template = template
-            self.components = template.split(separator: "/", omittingEmptySubsequences: false)
+            self.components = template.split(separator: "/")
         }
 
         /// Whether `path` (no query) has this route's shape.
@@ -36,9 +36,10 @@ public struct RouteTable: Sendable {
     }
 
     /// The methods `path` is served with, in the order they were added; empty when no route has
-    /// this path's shape (then the answer is `404`).
+    /// this path's shape (then the answer is `404`). Empty components are skipped, as the router
+    /// skips them (`/register/` is `/register`).
     public func methods(forPath path: String) -> [HTTPRequest.Method] {
-        let components = path.split(separator: "/", omittingEmptySubsequences: false)
+        let components = path.split(separator: "/")
         var methods: [HTTPRequest.Method] = []
         for route in routes where route.matches(components) && !methods.contains(route.method) {
             methods.append(route.method)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tier: check (the long tier: `make check`, which CI runs after `make test`; see scripts/run-checks.sh)
 # The short fuzz run of `make check`: builds the fuzz targets (Fuzz/, a debug build with libFuzzer and
-# AddressSanitizer in .build-fuzz/) and runs each for FUZZ_CHECK_SECONDS (default 10) from its committed seed corpus,
+# AddressSanitizer in .build-fuzz-fuzzer-address/) and runs each for FUZZ_CHECK_SECONDS (default 10) from its committed seed corpus,
 # which holds the inputs of every crash found so far. Prints the executions of each target; fails
 # when one crashes, breaks an invariant, trips AddressSanitizer or runs no input. `make fuzz` is the long run (scripts/fuzz.sh).
 #
@@ -21,6 +21,7 @@ while (($#)); do
         *) echo "fuzz.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
-# With AddressSanitizer: an out-of-bounds read or a use after free in the C libraries' wrappers
-# stops the target, which Swift's own checks would not see.
+# With AddressSanitizer (in .build-fuzz-fuzzer-address/): an out-of-bounds access or a use after free
+# through the Swift code's unsafe pointers (the C libraries themselves are not instrumented) stops
+# the target, which Swift's own checks would not see.
 FUZZ_SANITIZERS="${FUZZ_SANITIZERS:-fuzzer,address}" exec bash "$ROOT/scripts/fuzz.sh" --seconds "${FUZZ_CHECK_SECONDS:-10}"

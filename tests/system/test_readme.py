@@ -23,9 +23,19 @@ README = ROOT / "README.md"
 INSTANCE = "readme"
 
 
+RUN = {"sh", "python"}
+# Blocks shown, not run: commands that do not end (make run), output, other languages.
+SHOWN = {"console", "text", "json", "yaml", "mermaid", "swift"}
+
+
+def fences():
+    """(language, code) of every fenced block of the README, in order (indented fences too)."""
+    return [(m.group(1), m.group(2)) for m in re.finditer(r"^ *```([\w+-]*)[^\n]*\n(.*?)^ *```", README.read_text(), re.S | re.M)]
+
+
 def blocks():
     """(language, code) of every block the README says to run, in order."""
-    return [(m.group(1), m.group(2)) for m in re.finditer(r"^```(sh|python)\n(.*?)^```", README.read_text(), re.S | re.M)]
+    return [(language, code) for language, code in fences() if language in RUN]
 
 
 def port_free(port):
@@ -71,6 +81,7 @@ def make_run(bin_dir):
     env = dict(newcomer_env(), PUSH_RUN_NAME=INSTANCE, PUSH_BIN_DIR=str(bin_dir))
     process = subprocess.Popen(["bash", "scripts/run-local.sh"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
                                stdin=subprocess.DEVNULL, start_new_session=True)
+    status = None
     try:
         wait_for("make run saying it runs", lambda: process.poll() is not None or b"press Ctrl-C to stop everything" in log_path.read_bytes(),
                  timeout=180)
@@ -79,6 +90,7 @@ def make_run(bin_dir):
         for port, path in READY:
             wait_for(f"make run's 127.0.0.1:{port}{path} answering 200", lambda: process.poll() is not None or ready(port, path), timeout=120)
             assert process.poll() is None, f"make run exited {process.returncode} (see {log_path})"
+        process.bin_dir = bin_dir
         yield process
     finally:
         if process.poll() is None:
@@ -87,8 +99,16 @@ def make_run(bin_dir):
                 status = process.wait(timeout=90)
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
-                status = process.wait()
+                process.wait()
+                # The services run in sessions of their own and the servers as daemons: stop them by
+                # name, so make run's ports are free for the next run.
+                subprocess.run(["pkill", "-KILL", "-f", f"{bin_dir}/(push-|apns-sandbox)"], check=False)
+                for server in ("rabbitmq", "redis"):
+                    subprocess.run(["bash", f"scripts/{server}.sh", "stop", "--name", INSTANCE], cwd=ROOT, check=False,
+                                   capture_output=True, timeout=120)
                 pytest.fail(f"make run did not stop within 90 s of Ctrl-C (see {log_path})")
+        else:
+            status = process.returncode
         log.close()
     assert status in (0, 130), f"make run exited {status} on Ctrl-C (see {log_path})"
 
@@ -96,6 +116,9 @@ def make_run(bin_dir):
 def test_readme_has_runnable_examples():
     languages = [language for language, _ in blocks()]
     assert "sh" in languages and "python" in languages, f"README.md's runnable blocks: {languages}"
+    # A block tagged otherwise (```bash, ```shell, ```py or none) would be skipped without a word.
+    unknown = sorted({language or "(none)" for language, _ in fences()} - RUN - SHOWN)
+    assert not unknown, f"README.md has blocks tagged {unknown}: tag runnable ones sh or python, others console or text"
 
 
 def test_readme_examples_run_as_printed(make_run):
@@ -107,7 +130,7 @@ def test_readme_examples_run_as_printed(make_run):
         if "publish" in code:
             published += re.findall(r'"id"\s*:\s*"([^"]+)"', code)
     assert published, "no README block publishes a push request"
-    pushctl = ROOT / ".build" / "debug" / "pushctl"
+    pushctl = make_run.bin_dir / "pushctl"
     for request_id in published:
         def done():
             r = subprocess.run([str(pushctl), "request", request_id, "--app", "com.example.game", "--json"], cwd=ROOT,
