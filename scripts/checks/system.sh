@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The pytest system tests (tests/system/), as `make test` runs them after the Swift tests: the
-# producer examples of examples/producers/ (Python pika and aio-pika, Go amqp091-go) publishing to a
-# private stack of the --bin-dir executables and delivered to apns-sandbox, and the README's examples
-# run as printed against `make run` (scripts/run-local.sh on make run's ports, as instance `readme`
-# with fresh data, so a developer's `dev` data is untouched; it fails while a `make run` holds them).
-# Installs what is missing first with apt (python3-pytest python3-aio-pika golang-go
-# golang-github-rabbitmq-amqp091-go-dev). pytest's own report; JUnit XML in .local/system/junit.xml.
+# The pytest system tests (tests/system/), as `make test` runs them after the Swift tests: Live
+# Activities end to end and the producer examples of examples/producers/ (Python pika and aio-pika,
+# Go amqp091-go), each on a private stack of the --bin-dir executables and checked at apns-sandbox,
+# and the README's examples run as printed against `make run` (scripts/run-local.sh on make run's
+# ports, as instance `readme` with fresh data, so a developer's `dev` data is untouched; it fails
+# while a `make run` holds them). Installs what is missing first with apt (python3-pytest
+# python3-aio-pika golang-go golang-github-rabbitmq-amqp091-go-dev). pytest's own report; JUnit XML
+# in .local/system/junit.xml.
 #
 #   scripts/checks/system.sh [--bin-dir DIR] [pytest arguments, e.g. -k producers]
 set -euo pipefail
@@ -17,7 +18,7 @@ args=()
 while (($#)); do
     case $1 in
         --bin-dir) BIN_DIR="${2:?--bin-dir needs a directory}"; shift 2 ;;
-        -h | --help) sed -n '2,10s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0 ;;
+        -h | --help) sed -n '2,11s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0 ;;
         *) args+=("$1"); shift ;;
     esac
 done

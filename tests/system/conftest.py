@@ -15,6 +15,7 @@ import time
 import types
 from pathlib import Path
 
+import pika
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,37 +43,69 @@ def bin_dir(request):
 class SystemStack(chaos.Stack):
     """chaos.Stack on ports of its own, with one app whose ingest key the tests present."""
 
+    KEY_ID = "SYSTEM0001"
+    TEAM_ID = "TEAM000001"
+
     def __init__(self, bin_dir):
         super().__init__(types.SimpleNamespace(smoke=False, tokens=1000, bin_dir=str(bin_dir), log_level="info"))
         self.relocate("system", BASE_PORT)
+        self.key = self.out / f"AuthKey_{self.KEY_ID}.p8"
 
     def key_and_apps(self):
-        key = self.out / "AuthKey_SYSTEM0001.p8"
-        subprocess.run(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", str(key)],
+        subprocess.run(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", str(self.key)],
                        check=True, capture_output=True)
         self.apps.write_text(json.dumps({"apps": {APP: {
             "default": True, "environment": "production",
-            "apns": {"key_file": str(key), "key_id": "SYSTEM0001", "team_id": "TEAM000001"},
+            "apns": {"key_file": str(self.key), "key_id": self.KEY_ID, "team_id": self.TEAM_ID},
             "ingest": {"api_keys": [API_KEY]},
         }}}, indent=2))
 
-    # What a device and an operator do.
-    def register(self, token, user):
-        """PUT the device through push-ingest's API, as an app does at launch."""
+    # What a device, a producer and an operator do.
+    def api(self, method, path, body=None):
+        """push-ingest's registration API with the app's key: (status, JSON answer or {})."""
         connection = http.client.HTTPConnection("127.0.0.1", self.port["push-ingest"], timeout=10)
         try:
-            connection.request("PUT", f"/v1/apps/{APP}/devices/{token}", body=json.dumps({"user": user, "locale": "en"}),
+            connection.request(method, path, body=None if body is None else json.dumps(body),
                                headers={"Authorization": f"Bearer {API_KEY}", "Content-Type": "application/json"})
             answer = connection.getresponse()
-            status, body = answer.status, answer.read()
+            status, data = answer.status, answer.read()
         finally:
             connection.close()
-        assert status in (200, 201), f"registering {token}: HTTP {status} {body[:200]!r}"
+        try:
+            return status, json.loads(data) if data else {}
+        except ValueError:
+            return status, {"raw": data[:300]}
 
-    def deliveries(self, token):
-        status, body = chaos.hreq(self.port["admin"], "GET", f"/deliveries?token={token}")
+    def register(self, token, user):
+        """PUT the device through push-ingest's API, as an app does at launch."""
+        status, body = self.api("PUT", f"/v1/apps/{APP}/devices/{token}", {"user": user, "locale": "en"})
+        assert status in (200, 201), f"registering {token}: HTTP {status} {body}"
+
+    def publish(self, request):
+        """A push request on `push`/`request`, persistent, confirmed and routed (as the producers do)."""
+        connection = pika.BlockingConnection(pika.URLParameters(self.amqp_url))
+        try:
+            channel = connection.channel()
+            channel.confirm_delivery()
+            channel.basic_publish("push", "request", json.dumps(request).encode(),
+                                  pika.BasicProperties(content_type="application/json", delivery_mode=2), mandatory=True)
+        finally:
+            connection.close()
+
+    def deliveries(self, token=None, channel=None):
+        """What apns-sandbox accepted for a device token or a broadcast channel."""
+        query = f"token={token}" if token else f"channel={channel}"
+        status, body = chaos.hreq(self.port["admin"], "GET", f"/deliveries?{query}")
         assert status == 200, f"apns-sandbox /deliveries answered {status}"
         return json.loads(body)["deliveries"]
+
+    def sandbox_token_state(self, token, state):
+        """Tells apns-sandbox how APNs sees `token` (e.g. `liveactivity`: only liveactivity pushes)."""
+        status, _ = chaos.hreq(self.port["admin"], "PUT", f"/tokens/{token}", {"state": state})
+        assert status in (200, 204), f"apns-sandbox PUT /tokens/{token} answered {status}"
+
+    def dead_letters(self):
+        return self.queues().get("push.dead", (0, 0, 0))[0]
 
     def report(self, request_id):
         """The request's delivery report (`pushctl request --json`), or None before it has one."""
