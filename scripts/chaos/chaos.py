@@ -669,8 +669,14 @@ class Run:
             self.note(f"kill -9 push-send (push_send_in_flight {in_flight}, push_send_window_size {window})")
         else:
             self.note(f"kill -9 {name}")
+        process = st.procs.get(name)
+        if process is None or process.poll() is not None:
+            # Killing what had already gone proves nothing about the kill.
+            self.failures.append(f"{name} was not running when the scenario killed it")
         self.process_died = True
         st.kill9(name)
+        if process is not None and process.returncode != -signal.SIGKILL:
+            self.failures.append(f"kill -9 {name} did not kill it (exit status {process.returncode})")
         time.sleep(1.0)
         st.start_service(name, wait=False)
 
@@ -688,6 +694,8 @@ class Run:
             deadline = time.time() + 10
             while time.time() < deadline and Path(f"/proc/{pid}").exists():
                 time.sleep(0.05)
+            if Path(f"/proc/{pid}").exists():
+                self.failures.append(f"kill -9 of RabbitMQ (pid {pid}) left it running")
             st.script("rabbitmq", "stop", check=False)   # leftovers: launcher session, epmd
         time.sleep(2.0)
         a = st.port["amqp"]
@@ -707,9 +715,15 @@ class Run:
             self.note(f"kill -9 Redis (pid {pid})")
             if pid:
                 os.kill(pid, signal.SIGKILL)
+            else:
+                self.failures.append("no Redis pid to kill: the scenario killed nothing")
         deadline = time.time() + 30
         while pid and time.time() < deadline and Path(f"/proc/{pid}").exists():
             time.sleep(0.05)
+        if pid and Path(f"/proc/{pid}").exists():
+            self.failures.append(f"Redis (pid {pid}) still ran 30 s after its {mode}")
+        if st.wait_ports_free([st.port["redis"]], timeout=5):
+            self.failures.append(f"Redis still held 127.0.0.1:{st.port['redis']} after its {mode}")
         time.sleep(2.0)
         st.wait_ports_free([st.port["redis"]], timeout=30)
         st.script("redis", "start")
@@ -831,6 +845,8 @@ class Run:
                 st.ctl("close_connection", pid, "chaos: closed by the broker")
                 closed += 1
         self.note(f"closed {closed} AMQP connection(s) of {service}")
+        if not closed:
+            self.failures.append(f"no AMQP connection of {service} was closed: the fault did nothing")
 
 
 # Each scenario: events (trigger, action). Triggers: ("delivered", f) = sandbox accepted >= f of the live
@@ -1119,9 +1135,11 @@ def run_scenario(stack, name, latency, n_tokens):
             due = b is not None and b >= value * expected_batches
         else:  # after
             due = time.time() - last_event_t >= value
-        # Everything delivered before the trigger: fire anyway (and say so).
+        # Everything delivered before the trigger: the fault can no longer test anything, so the row
+        # fails (it still fires, for the logs).
         if not due and kind != "after" and delivered >= live_n:
             r.note(f"trigger {kind} {value} not reached before the end of the broadcast; firing late")
+            r.failures.append(f"trigger {kind} {value} fired only after every live token was delivered")
             due = True
         if due:
             frac = delivered / max(1, live_n)
@@ -1153,6 +1171,11 @@ def run_scenario(stack, name, latency, n_tokens):
     accepted = check(stack, r, result, qs, tokens)
     result["why"].extend(r.failures)
     check_report(stack, result, request_id, accepted, r.dead)
+    # A service or the sandbox that exited on its own (not one the scenario killed: those were
+    # started again) fails the row; stop_all would report it only as "not running".
+    for svc, process in stack.procs.items():
+        if process.poll() is not None:
+            result["why"].append(f"{svc} exited on its own (status {process.returncode}) during the scenario")
     statuses = stack.stop_all()
     for svc, code in statuses.items():
         if code not in (0, None):
