@@ -8,10 +8,9 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
-import time
 
 import pytest
+import chaos  # the stack library conftest puts on the path: port_free, hreq
 from conftest import ROOT, wait_for
 
 # make run's ports (scripts/run-local.sh): RabbitMQ (and its derived ports), Redis, apns-sandbox,
@@ -38,27 +37,11 @@ def blocks():
     return [(language, code) for language, code in fences() if language in RUN]
 
 
-def port_free(port):
-    import socket
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-            return True
-        except OSError:
-            return False
-
-
 def ready(port, path):
-    import http.client
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
     try:
-        connection.request("GET", path)
-        return connection.getresponse().status == 200
+        return chaos.hreq(port, "GET", path, timeout=2)[0] == 200
     except OSError:
         return False
-    finally:
-        connection.close()
 
 
 def newcomer_env():
@@ -69,7 +52,7 @@ def newcomer_env():
 def make_run(bin_dir):
     """scripts/run-local.sh as `make run` starts it, as instance `readme` with fresh data; stopped
     with Ctrl-C (SIGINT) at the end, which must stop everything and exit 0."""
-    busy = [p for p in MAKE_RUN_PORTS if not port_free(p)]
+    busy = [p for p in MAKE_RUN_PORTS if not chaos.port_free(p)]
     if busy:
         pytest.fail(f"make run's ports {busy} are in use (a `make run` is up?); the README's examples need them")
     local = ROOT / ".local"
