@@ -41,7 +41,8 @@ enum AdminJSON {
         out +=
             #""by_reason":{"# + statistics.byReason.sorted { $0.key < $1.key }.map { "\(string($0.key)):\($0.value)" }.joined(separator: ",") + "},"
         out += #""recorded":\#(statistics.recorded),"connections":\#(statistics.connections),"#
-        out += #""goaways":\#(statistics.goaways),"dropped_connections":\#(statistics.droppedConnections)"#
+        out += #""goaways":\#(statistics.goaways),"dropped_connections":\#(statistics.droppedConnections),"#
+        out += #""aborted_connections":\#(statistics.abortedConnections),"lost_answers":\#(statistics.lostAnswers)"#
         if let distinct = statistics.distinctDelivered, let duplicates = statistics.duplicates {
             out += #","distinct_delivered":\#(distinct),"duplicates":\#(duplicates)"#
         }

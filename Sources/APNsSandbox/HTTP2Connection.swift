@@ -32,6 +32,8 @@ final class HTTP2Connection {
         var response: [UInt8] = []
         var responseOffset = 0
         var delayedAnswer: PushAnswer?
+        /// The answer accepts a notification (counted in the connection's ``AnswerLedger``).
+        var accepted = false
 
         var request: PushRequest {
             PushRequest(method: method, path: path, headers: headers, body: body, bodyLength: bodyLength)
@@ -70,6 +72,10 @@ final class HTTP2Connection {
     /// Set once GOAWAY was submitted: streams above it are refused, never processed.
     private var goawayLastStreamID: Int32?
     private var dropRequested = false
+    /// The client sent GOAWAY: it is leaving on purpose, so its end loses nothing.
+    private var clientWentAway = false
+    /// Accepted answers the client may not have had, for `lost_answers`.
+    private var ledger: AnswerLedger
     /// When a stream last began (or the connection was taken), monotonic ms: for the idle timeout.
     private var lastActiveAt: UInt64
 
@@ -87,6 +93,7 @@ final class HTTP2Connection {
         self.id = id
         self.worker = worker
         lastActiveAt = worker.monotonicMilliseconds
+        ledger = AnswerLedger(confirmsWithPing: worker.confirmsAnswers)
     }
 
     /// Open, with nothing in flight and no stream begun for `timeout` ms at `now`.
@@ -149,6 +156,7 @@ final class HTTP2Connection {
     /// Closes at once (shutdown deadline passed, linger deadline passed).
     func closeNow() {
         guard phase != .closed else { return }
+        if phase == .open { end() }
         releaseSession()
         tls.close()
         phase = .closed
@@ -241,6 +249,11 @@ final class HTTP2Connection {
         guard phase == .open, let transport else { return }
         switch transport.flush(maximumWrites: Self.writesPerPass) {
         case .finished:
+            if ledger.outputFlushed() {
+                transport.session.ping()
+                worker.queueFlush(self)
+                return
+            }
             closeIfFinished()
         case .blocked:
             break
@@ -269,9 +282,18 @@ final class HTTP2Connection {
 
     /// The `drop_every` fault: a TCP reset, nothing more written.
     private func drop() {
+        end()
         releaseSession()
         tls.close(abort: true)
         phase = .closed
+    }
+
+    /// The open connection ends at once (a reset or EOF, the `drop_every` fault, a protocol error, a
+    /// shutdown deadline): accepted answers the client may not have had count as lost, and without a
+    /// GOAWAY from the client the connection counts as aborted.
+    private func end() {
+        if !clientWentAway || dropRequested { worker.batch.abortedConnections += 1 }
+        worker.batch.lostAnswers += ledger.end(clientSaidGoodbye: clientWentAway && !dropRequested)
     }
 
     /// GOAWAY with `reason` as APNs writes it in the debug data (`{"reason":"Shutdown"}`), or none.
@@ -358,6 +380,15 @@ extension HTTP2Connection: HTTP2SessionDelegate {
         let streamID: Int32
         switch frame {
         case .headers(let id, endStream: true), .data(let id, endStream: true): streamID = id
+        case .ping(ack: true):
+            if ledger.pingAcknowledged() {
+                transport?.session.ping()
+                worker.queueFlush(self)
+            }
+            return
+        case .goaway:
+            clientWentAway = true
+            return
         default: return
         }
         guard !dropRequested, let stream = streams[streamID] else { return }
@@ -368,6 +399,10 @@ extension HTTP2Connection: HTTP2SessionDelegate {
             return
         }
         let answer = worker.answer(stream.request, authentication: authentication, tokens: &tokens, role: role)
+        if answer.acceptsNotification {
+            stream.accepted = true
+            ledger.accepted()
+        }
         if let delay = worker.rules.faults.delayMilliseconds, delay > 0 {
             stream.delayedAnswer = answer
             worker.schedule(DelayedAnswer(connectionID: id, streamID: streamID), afterMilliseconds: UInt64(delay))
@@ -377,7 +412,11 @@ extension HTTP2Connection: HTTP2SessionDelegate {
     }
 
     func http2StreamClosed(streamID: Int32, errorCode: UInt32) {
-        streams[streamID] = nil
+        if let stream = streams.removeValue(forKey: streamID), stream.accepted {
+            // Closed without error only once the answer's last frame went out; a reset (the client
+            // gave up waiting) loses it.
+            worker.batch.lostAnswers += ledger.acceptedStreamClosed(answerSent: errorCode == HTTP2ErrorCode.noError)
+        }
     }
 
     func http2Body(streamID: Int32, into buffer: UnsafeMutableBufferPointer<UInt8>) -> (count: Int, finished: Bool) {

@@ -12,4 +12,7 @@ struct PushAnswer {
     var idHeader = "apns-id"
     /// `apns-channel-id` of a 201 to a channel creation.
     var channelID: String?
+
+    /// A 200 to a notification: a delivery the client may send again if it never sees this answer.
+    var acceptsNotification: Bool { status == 200 && idHeader == "apns-id" }
 }

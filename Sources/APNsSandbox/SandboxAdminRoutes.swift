@@ -20,8 +20,8 @@ import NIOCore
 ///   `{"delay_ms":D}`, `{"drop_every":N}` (0 switches one off) → `{"faults":[…]}`; `GET /faults`;
 ///   `DELETE /faults` clears them all.
 /// - `GET /stats` → `{"requests","delivered","by_status":{"200":N,…},"by_reason":{…},"recorded",
-///   "connections","goaways","dropped_connections"}`, plus `"distinct_delivered"` and `"duplicates"`
-///   with duplicate tracking on (`--track-duplicates`).
+///   "connections","goaways","dropped_connections","aborted_connections","lost_answers"}`, plus
+///   `"distinct_delivered"` and `"duplicates"` with duplicate tracking on (`--track-duplicates`).
 /// - `GET /healthz` → `{"status":"ok"}`.
 ///
 /// Bad input answers 400 `{"error":"invalid_field","field":…,"message":…}`.

@@ -57,6 +57,10 @@ public struct SandboxConfiguration: Sendable {
     /// 10, a Live Activity at 1) answers 400 `BadPriority`. Off by default: Apple's servers are not
     /// known to refuse them, so the default answers as they are seen to.
     public var strictPriorities = false
+    /// `--confirm-answers`: after writing accepted answers, send a PING and count them received only
+    /// once the client acknowledges it, so `lost_answers` also covers answers written to a client
+    /// killed before it read them. Off by default: APNs is not known to send PINGs.
+    public var confirmsAnswers = false
     /// `--idle-timeout-s`: a connection with nothing begun for this long gets a GOAWAY saying
     /// `IdleTimeout`, as APNs closes idle connections; nil (the default) keeps idle connections open.
     public var idleTimeout: Duration?

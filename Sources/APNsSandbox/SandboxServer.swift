@@ -68,6 +68,7 @@ public final class SandboxServer: Service, Sendable, CustomStringConvertible {
                 logger: logger
             )
             context.strictPriorities = configuration.strictPriorities
+            context.confirmsAnswers = configuration.confirmsAnswers
             context.idleTimeoutMilliseconds = configuration.idleTimeout.map { UInt64($0.components.seconds) * 1000 }
             workers.append(try SandboxWorker(index: index, context: context))
         }

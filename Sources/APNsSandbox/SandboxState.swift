@@ -126,6 +126,8 @@ public final class SandboxState: Sendable {
             storage.statistics.connections += batch.connections
             storage.statistics.goaways += batch.goaways
             storage.statistics.droppedConnections += batch.droppedConnections
+            storage.statistics.abortedConnections += batch.abortedConnections
+            storage.statistics.lostAnswers += batch.lostAnswers
             storage.statistics.channelRequests += batch.channelRequests
             for (status, count) in batch.channelByStatus { storage.statistics.channelByStatus[status, default: 0] += count }
             for (reason, count) in batch.channelByReason { storage.statistics.channelByReason[reason, default: 0] += count }

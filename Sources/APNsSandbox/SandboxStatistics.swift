@@ -14,6 +14,14 @@ public struct SandboxStatistics: Sendable, Equatable {
     public var goaways = 0
     /// Connections reset by the `drop_every` fault.
     public var droppedConnections = 0
+    /// Connections that ended without a goodbye while open: reset or closed by a client that sent no
+    /// GOAWAY (a killed client), dropped by `drop_every`, or closed after a protocol error.
+    public var abortedConnections = 0
+    /// Accepted notifications whose answers the client may never have had: on aborted connections,
+    /// those not yet written (or, with `--confirm-answers`, not yet acknowledged by a PING sent after
+    /// them), and those whose stream the client reset before the answer went. Each may come back as
+    /// a duplicate when the client retries: the honest duplicate bound of a fault run.
+    public var lostAnswers = 0
     /// With duplicate tracking on (`--track-duplicates`): distinct (topic, token) pairs accepted, and
     /// acceptances of a pair accepted before. Nil when tracking is off.
     public var distinctDelivered: Int?

@@ -8,13 +8,16 @@ struct WorkerBatch {
     var connections = 0
     var goaways = 0
     var droppedConnections = 0
+    var abortedConnections = 0
+    var lostAnswers = 0
     /// Channel-management requests, apart from notifications and broadcasts.
     var channelRequests = 0
     var channelByStatus: [Int: Int] = [:]
     var channelByReason: [String: Int] = [:]
 
     var isEmpty: Bool {
-        requests == 0 && connections == 0 && goaways == 0 && droppedConnections == 0 && deliveries.isEmpty && channelRequests == 0
+        requests == 0 && connections == 0 && goaways == 0 && droppedConnections == 0 && abortedConnections == 0 && lostAnswers == 0
+            && deliveries.isEmpty && channelRequests == 0
     }
 
     mutating func count(status: Int, reason: String?) {
@@ -37,6 +40,8 @@ struct WorkerBatch {
         connections = 0
         goaways = 0
         droppedConnections = 0
+        abortedConnections = 0
+        lostAnswers = 0
         channelRequests = 0
         channelByStatus.removeAll(keepingCapacity: true)
         channelByReason.removeAll(keepingCapacity: true)

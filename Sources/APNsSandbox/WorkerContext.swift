@@ -17,6 +17,8 @@ final class WorkerContext {
     var batch = WorkerBatch()
     /// ``SandboxConfiguration/strictPriorities``.
     var strictPriorities = false
+    /// `--confirm-answers`: connections confirm accepted answers with PINGs (``AnswerLedger``).
+    var confirmsAnswers = false
     /// ``SandboxConfiguration/idleTimeout`` in ms; nil never closes an idle connection.
     var idleTimeoutMilliseconds: UInt64?
     private(set) var timers = DeadlineHeap<DelayedAnswer>()

@@ -96,6 +96,12 @@ struct APNsSandboxCommand: AsyncParsableCommand {
     @Flag(help: "Answer 400 BadPriority to a priority Apple's pages forbid for the push type (a background push at 10, a Live Activity at 1).")
     var strictPriorities = false
 
+    @Flag(
+        help:
+            "Send a PING after accepted answers and count them received only once the client acknowledges it, so GET /stats's lost_answers covers answers written to a client killed before it read them."
+    )
+    var confirmAnswers = false
+
     @Option(help: "Seconds a connection may stay idle before a GOAWAY saying IdleTimeout (default: never).")
     var idleTimeoutS: Int?
 
@@ -158,6 +164,7 @@ struct APNsSandboxCommand: AsyncParsableCommand {
             configuration.keyEnvironments = try Self.keyEnvironments(keyEnvironment)
             configuration.environment = try Self.environment(appleEnvironment)
             configuration.strictPriorities = strictPriorities
+            configuration.confirmsAnswers = confirmAnswers
             configuration.managementPort = managementPort
             configuration.idleTimeout = idleTimeoutS.map { .seconds($0) }
             sandbox = try buildAPNsSandbox(configuration: configuration, logger: logger) { adminPort in

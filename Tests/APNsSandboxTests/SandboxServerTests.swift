@@ -244,6 +244,42 @@ struct SandboxServerTests {
         #expect(number(stats.json?["delivered"]) == 0)
     }
 
+    @Test func anAnswerTheClientGaveUpWaitingForCountsAsLost() async throws {
+        let sandbox = try await SandboxProcess()
+        #expect(try await sandbox.admin("PUT", "/faults", body: #"{"delay_ms":3000}"#).status == 200)
+        let gaveUp = try await sandbox.push(curlArguments: ["--max-time", "0.5"])
+        #expect(gaveUp.status == 0, "\(gaveUp)")
+        try await Task.sleep(for: .milliseconds(300))
+        let stats = try await sandbox.admin("GET", "/stats")
+        // Accepted (recorded as delivered) but never answered: a retry would deliver it twice.
+        #expect(number(stats.json?["delivered"]) == 1, "\(stats)")
+        #expect(number(stats.json?["lost_answers"]) == 1, "\(stats)")
+    }
+
+    @Test func answersWrittenInFullAreNotLostWithoutConfirmation() async throws {
+        let sandbox = try await SandboxProcess()
+        for _ in 0..<2 { #expect(try await sandbox.push().status == 200) }
+        let stats = try await sandbox.admin("GET", "/stats")
+        // curl closes without a GOAWAY: aborted, but its answers had been written.
+        #expect(number(stats.json?["aborted_connections"]) == 2, "\(stats)")
+        #expect(number(stats.json?["lost_answers"]) == 0, "\(stats)")
+    }
+
+    @Test func withConfirmationOnlyAnswersNoPingCoveredAreLost() async throws {
+        let sandbox = try await SandboxProcess(arguments: ["--confirm-answers"])
+        // Three requests in turn on one connection; curl acknowledges the PING that follows each
+        // answer when it sends the next request, then closes without a GOAWAY after the third.
+        let more = (0..<2).map { _ in "https://127.0.0.1:\(sandbox.port)/3/device/\(TestTokens.random())" }
+        let pushed = try await sandbox.push(token: TestTokens.random(), curlArguments: more)
+        #expect(pushed.exitCode == 0, "\(pushed)")
+        try await Task.sleep(for: .milliseconds(300))
+        let stats = try await sandbox.admin("GET", "/stats")
+        #expect(number(stats.json?["delivered"]) == 3, "\(stats)")
+        #expect(number(stats.json?["aborted_connections"]) == 1, "\(stats)")
+        // Only the last answer went unconfirmed; without the PINGs all three would count.
+        #expect(number(stats.json?["lost_answers"]) == 1, "\(stats)")
+    }
+
     @Test func refusesClientsThatDoNotOfferH2() async throws {
         let sandbox = try await SandboxProcess()
         let http11 = try await sandbox.push(curlArguments: ["--http1.1"])

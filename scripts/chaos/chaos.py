@@ -20,16 +20,18 @@ with confirms; the scenario's fault injected at ~30% delivered (or mid fan-out: 
 = tokens/10 so there are rounds to interrupt; or with dead tokens being reported);
 then the run waits until drained (sandbox answers stable, every queue but push.dead empty, bounded by
 --drain-timeout) and checks: 0 lost live tokens; duplicates <= the honest bound (the table's
-`bound`): 0.1% of the targeted tokens, or where push-send was killed the sum of its in-flight window
-(push_send_window_size, read from /metrics just before each kill), or where answers were lost on the
-wire (dropped connections, timeouts) one per lost answer (push-send's retries for ConnectionLost,
-Timeout, ProtocolError) plus any windows at kills; every dead token removed from Redis
-and no live one; nothing left in any queue (rabbitmqctl list_queues, unacked included), push.dead
-included (no dead letter is intended); every service exits 0 on SIGTERM at the end. Duplicates are
-counted by apns-sandbox (`--track-duplicates`, else from GET /deliveries, kept in full with
---record-limit 4 x tokens). Note: the sandbox records a notification as accepted when its request
-arrives, before a `delay_ms` answer or a `drop_every` reset, so every answer lost to a timeout or a
-dropped connection comes back as a duplicate when push-send retries it (as with APNs itself).
+`bound`), which is apns-sandbox's own count, not push-send's: `lost_answers` in its /stats, the
+notifications it accepted whose answers push-send may never have had (on connections dropped or
+killed, those not acknowledged by a PING written after them, `--confirm-answers`; and streams reset
+before their answer), so 0 where no connection died and no answer was late; every dead token gone
+from its record, its token set, its user's set and its topic sets, and the live ones filling the
+token and topic sets exactly; nothing left in any queue (rabbitmqctl list_queues, unacked included),
+push.dead included (no dead letter is intended); the request's report done, with sent = the tokens
+registered, delivered = the distinct tokens the sandbox accepted, failed = removed = the dead tokens,
+and unchanged when read again 15 s later; every service exits 0 on SIGTERM at the end. The fault is
+checked too: a trigger that fires only after every live token was delivered, a kill of a process
+that was not running or did not die, a broker close that closed nothing, a service that exited on
+its own each fail the row. Duplicates are counted by apns-sandbox (`--track-duplicates`).
 Every scenario runs at loopback speed and with the sandbox answering after 150 ms (--latency).
 
 Prints a table and `N passed, N failed`; exits 1 if any scenario failed, 2 on a usage error, 3 when
@@ -122,16 +124,6 @@ def metric_lines(port, name, timeout=2.0):
     return found
 
 
-# Answers push-send never got although the notification may have reached APNs: each can come back once
-# as a duplicate when it is retried (at least once), which is what the collapse id folds on the device.
-LOST_ANSWER_REASONS = ("ConnectionLost", "Timeout", "ProtocolError")
-
-
-def lost_answers(port):
-    return int(sum(v for labels, v in metric_lines(port, "push_send_retries_total").items()
-                   if any(f'reason="{reason}"' in labels for reason in LOST_ANSWER_REASONS)))
-
-
 def metric(port, name, timeout=2.0):
     """Sum of the samples of metric `name` on a service's /metrics (None when unreachable)."""
     try:
@@ -217,7 +209,6 @@ class Stack:
         self.servers_up = False
         self.ca = self.out / "apns-sandbox-ca.pem"
         self.apps = self.out / "apps.json"
-        self.track_duplicates = False
         self.extra_env = {}
 
     def relocate(self, name, base):
@@ -271,8 +262,6 @@ class Stack:
         if busy:
             raise SetupError(f"ports {busy} are still held by other sockets after 65 s (`ss -tanp` shows which)")
         self.key_and_apps()
-        help_text = subprocess.run([str(self.bin / "apns-sandbox"), "--help"], capture_output=True, text=True).stdout
-        self.track_duplicates = "--track-duplicates" in help_text
 
     def stop_servers(self):
         if not self.servers_up:
@@ -373,9 +362,10 @@ class Stack:
     def start_sandbox(self):
         self.ca.unlink(missing_ok=True)
         argv = [str(self.bin / "apns-sandbox"), "--port", str(self.port["apns"]), "--admin-port", str(self.port["admin"]),
-                "--ca-out", str(self.ca), "--record-limit", str(max(1000, self.args.tokens * 4))]
-        if self.track_duplicates:
-            argv.append("--track-duplicates")
+                "--ca-out", str(self.ca), "--record-limit", str(max(1000, self.args.tokens * 4)),
+                # Exact duplicates, and lost_answers (the bound) counting answers a killed push-send
+                # was written but never acknowledged.
+                "--track-duplicates", "--confirm-answers"]
         self.spawn("apns-sandbox", argv, env=dict(os.environ, PUSH_LOG_LEVEL="warning"))
         deadline = time.time() + 30
         while time.time() < deadline:
@@ -510,8 +500,6 @@ class ClusterStack(Stack):
         self.cluster_script("rabbitmq", "start", "--port", str(self.RABBIT_PORT))
         log(f"  clusters up in {time.time() - t:.0f}s: RabbitMQ {self.rabbit_nodes}, Redis {self.redis_nodes}")
         self.key_and_apps()
-        help_text = subprocess.run([str(self.bin / "apns-sandbox"), "--help"], capture_output=True, text=True).stdout
-        self.track_duplicates = "--track-duplicates" in help_text
 
     def stop_servers(self):
         if not self.servers_up:
@@ -1000,13 +988,23 @@ def publish_confirmed(amqp_url, exchange, routing_key, bodies, props, window=200
     return state["nacked"]
 
 
+def user_of(index):
+    """The user of the index-th token: two tokens a user."""
+    return f"user{index // 2}"
+
+
+def topics_of(index):
+    """The topics of the index-th token: every token `chaos`, and one of ten others."""
+    return ["chaos", f"t{index % 10}"]
+
+
 def register(stack, tokens):
     """Publishes one push.registrations message per token (users of 2 tokens, topics), each confirmed
     by the broker, and waits until Redis holds them all."""
     t0 = time.time()
     props = pika.BasicProperties(content_type="application/json", delivery_mode=2)
-    bodies = [json.dumps({"app": APP, "token": tok, "user": f"user{i // 2}", "locale": "en",
-                          "environment": "production", "topics": ["chaos", f"t{i % 10}"]}, separators=(",", ":"))
+    bodies = [json.dumps({"app": APP, "token": tok, "user": user_of(i), "locale": "en",
+                          "environment": "production", "topics": topics_of(i)}, separators=(",", ":"))
               for i, tok in enumerate(tokens)]
     nacked = publish_confirmed(stack.amqp_url, "push", "registration", bodies, props)
     if nacked:
@@ -1166,11 +1164,10 @@ def run_scenario(stack, name, latency, n_tokens):
     if not drained:
         result["why"].append(f"not drained within {stack.args.drain_timeout}s")
 
-    # check (push-send's counters first: stop_all ends the process)
-    r.lost_answers = lost_answers(stack.port["push-send"])
+    # check
     accepted = check(stack, r, result, qs, tokens)
     result["why"].extend(r.failures)
-    check_report(stack, result, request_id, accepted, r.dead)
+    check_report(stack, result, request_id, accepted, r.dead, len(tokens))
     # A service or the sandbox that exited on its own (not one the scenario killed: those were
     # started again) fails the row; stop_all would report it only as "not running".
     for svc, process in stack.procs.items():
@@ -1243,6 +1240,39 @@ def count_removed(stack, dead):
     return sum(1 for x in replies if x.strip() == "0")
 
 
+def registry_leftovers(stack, tokens, dead):
+    """Where the registry disagrees with the scenario: each dead token must be gone from its record,
+    its shard's token set, its user's set and both topic sets; the live ones must fill the token
+    sets and every topic set exactly (counted per shard). Returns a list of findings."""
+    keys = registry(stack)
+    dead_set = set(dead)
+    commands, owners = [], []
+    for i, t in enumerate(tokens):
+        if t not in dead_set:
+            continue
+        places = [("record", ["EXISTS", keys.record(t)]), ("tokens set", ["SISMEMBER", keys.tokens_set(t), t]),
+                  ("user set", ["SISMEMBER", keys.user_set(t, user_of(i)), t])]
+        places += [(f"topic {topic} set", ["SISMEMBER", keys.topic_set(t, topic), t]) for topic in topics_of(i)]
+        for place, command in places:
+            commands.append(command)
+            owners.append(place)
+    replies = [x.strip() for x in stack.redis_pipe(commands) if not x.startswith("-> Redirected")]
+    left = collections.Counter(place for place, reply in zip(owners, replies) if reply != "0")
+    findings = [f"{n} dead tokens still in the {place}" for place, n in sorted(left.items())]
+    live_n = len(tokens) - len(dead_set)
+    expected = {"chaos": live_n}
+    for i, t in enumerate(tokens):
+        if t not in dead_set:
+            topic = topics_of(i)[1]
+            expected[topic] = expected.get(topic, 0) + 1
+    for topic, want in sorted(expected.items()):
+        sets = keys.all_topic_sets(topic)
+        have = sum(int(x.strip()) for x in stack.redis_pipe([["SCARD", k] for k in sets]) if x.strip().isdigit())
+        if have != want:
+            findings.append(f"topic {topic}: {have} tokens in its sets, {want} live tokens subscribed")
+    return findings
+
+
 def deliveries(stack):
     """Accepted deliveries by token (from GET /deliveries), and how many carried an apns-collapse-id."""
     data = http_json(stack.port["admin"], "GET", f"/deliveries?limit={stack.args.tokens * 4 + 1000}", timeout=120)
@@ -1275,18 +1305,13 @@ def check(stack, r, result, qs, tokens):
                f"by status {st.get('by_status')}")
     result.update(targeted=len(tokens), delivered=delivered, lost=len(lost), duplicates=dups,
                   dead_letters=qs.get("push.dead", (0, 0, 0))[0])
-    # The honest duplicates: what APNs may have accepted while its answer was on the wire. After a
-    # kill -9 that is at most the window in flight (push_send_window_size just before each kill);
-    # where answers were lost to dropped connections or timeouts, at most one per lost answer (the
-    # retries push-send counted for ConnectionLost, Timeout, ProtocolError); otherwise 0.1%.
-    bound = int(len(tokens) * 0.001)
+    # The honest duplicates are the sandbox's own count, not push-send's: notifications it accepted
+    # whose answers push-send may never have had (on connections dropped or killed, answers not
+    # acknowledged by a PING sent after them; streams reset before their answer). 0 where nothing
+    # was lost.
+    bound = int(st["lost_answers"])
     if r.window_at_kills:
-        bound = max(bound, sum(r.window_at_kills))
-        r.note(f"duplicates {dups}: bound {bound} = push_send_window_size at the kills {r.window_at_kills}; "
-               f"push_send_in_flight (window + waiting) at the kills {r.in_flight_at_kills}")
-    if getattr(r, "lost_answers", 0):
-        bound = max(bound, r.lost_answers + (sum(r.window_at_kills) if r.window_at_kills else 0))
-        r.note(f"answers lost on the wire (retries for {', '.join(LOST_ANSWER_REASONS)}): {r.lost_answers}")
+        r.note(f"duplicates {dups}, lost answers {bound}; push_send_window_size at the kills {r.window_at_kills}")
     result["bound"] = bound
     if lost:
         result["lost_sample"] = [t for t in lost[:5]]
@@ -1302,6 +1327,7 @@ def check(stack, r, result, qs, tokens):
     result["dead_removed"] = f"{removed}/{len(r.dead)}"
     if removed != len(r.dead):
         result["why"].append(f"only {removed} of {len(r.dead)} dead tokens removed from Redis")
+    result["why"] += registry_leftovers(stack, tokens, r.dead)
     left = count_tokens(stack)
     if left != len(r.live):
         result["why"].append(f"{left} tokens left in Redis, expected the {len(r.live)} live ones")
@@ -1316,21 +1342,32 @@ def check(stack, r, result, qs, tokens):
     return int(st["distinct_delivered"]) if "distinct_delivered" in st else len(counts)
 
 
-def check_report(stack, result, request_id, accepted, dead_tokens):
-    """The request's delivery report (`pushctl request --json`) against what the sandbox received: done,
-    delivered = the distinct tokens the sandbox accepted, removed = the dead tokens, and every token
-    it sent with one final outcome. A report may take up to push-send's echo of its updates (12 s) to
-    recover what a failed-over or killed Redis lost, so it is read again until it agrees or 30 s pass."""
+REPORT_FIELDS = ("state", "sent", "delivered", "failed_total", "retried", "removed")
+# A report that agreed must still say the same this long after: no late update may change it.
+REPORT_SETTLE_S = 15
+
+
+def check_report(stack, result, request_id, accepted, dead_tokens, targeted):
+    """The request's delivery report (`pushctl request --json`) against the harness's own counts and
+    what the sandbox received: done, sent = the tokens the harness registered, delivered = the
+    distinct tokens the sandbox accepted, failed_total = removed = the dead tokens, and every token
+    sent with one final outcome. A report may take up to push-send's echo of its updates (12 s) to
+    recover what a failed-over or killed Redis lost, so it is read again until it agrees or 30 s pass;
+    then once more REPORT_SETTLE_S later, and it must not have changed."""
     dead = len(dead_tokens)
     argv = [str(stack.bin / "pushctl"), "request", request_id, "--app", APP, "--json", "--redis-url", stack.services_redis_url]
+
+    def read():
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+            return json.loads(done.stdout) if done.returncode == 0 else None
+        except (subprocess.TimeoutExpired, ValueError):
+            return None
+
     deadline = time.time() + 30
     t0 = time.time()
     while True:
-        try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
-            report = json.loads(done.stdout) if done.returncode == 0 else None
-        except (subprocess.TimeoutExpired, ValueError):
-            report = None
+        report = read()
         why = []
         if report is None:
             why.append(f"no delivery report of {request_id}")
@@ -1341,16 +1378,29 @@ def check_report(stack, result, request_id, accepted, dead_tokens):
                 why.append(f"report says {report.get('delivered')} delivered, the sandbox accepted {accepted} distinct tokens")
             if report.get("removed") != dead:
                 why.append(f"report says {report.get('removed')} removed, {dead} dead tokens")
+            if report.get("sent") != targeted:
+                why.append(f"report says {report.get('sent')} sent, the harness registered {targeted} tokens")
+            if report.get("failed_total") != dead:
+                why.append(f"report says {report.get('failed_total')} failed, {dead} dead tokens")
             final = (report.get("delivered") or 0) + (report.get("failed_total") or 0)
             if final != report.get("sent"):
                 why.append(f"report: {final} final outcomes for {report.get('sent')} tokens sent")
         if (not why and report is not None and report.get("removed") == dead) or time.time() >= deadline:
             break
         time.sleep(1)
+    agreed_after = time.time() - t0
+    if not why and report is not None:
+        time.sleep(REPORT_SETTLE_S)
+        again = read()
+        changed = [k for k in REPORT_FIELDS if again is None or again.get(k) != report.get(k)]
+        if changed:
+            why.append(f"report changed {REPORT_SETTLE_S} s after it agreed: "
+                       + ", ".join(f"{k} {report.get(k)} -> {None if again is None else again.get(k)}" for k in changed))
     if report is not None:
-        result["report"] = {k: report.get(k) for k in ("state", "sent", "delivered", "failed_total", "retried", "removed")}
+        result["report"] = {k: report.get(k) for k in REPORT_FIELDS}
         log("  report: " + ", ".join(f"{k} {v}" for k, v in result["report"].items())
-            + f"; the sandbox accepted {accepted} distinct tokens (read {time.time() - t0:.1f} s after the drain)")
+            + f"; the sandbox accepted {accepted} distinct tokens (read {agreed_after:.1f} s after the drain, "
+            f"again {REPORT_SETTLE_S} s later)")
     if report is not None and report.get("removed") != dead:
         removed_key = f"push:{{{APP}}}:report:{request_id}:removed"
         members = {x.strip() for x in stack.redis_pipe([["SMEMBERS", removed_key]]) if len(x.strip()) >= 64}

@@ -76,5 +76,14 @@ class Registry:
     def tokens_set(self, token_hex):
         return self.base(token_hex) + "tokens"
 
+    def user_set(self, token_hex, user):
+        return self.base(token_hex) + "user:" + user
+
+    def topic_set(self, token_hex, topic):
+        return self.base(token_hex) + "topic:" + topic
+
     def all_token_sets(self):
         return [f"{self.prefix}:{{{tag}}}:tokens" for tag in self.tags]
+
+    def all_topic_sets(self, topic):
+        return [f"{self.prefix}:{{{tag}}}:topic:{topic}" for tag in self.tags]
