@@ -192,7 +192,8 @@ lint:
 # real services; checks every service stays up (same PIDs), every invalid message is in push.dead
 # with its reason, HTTP refusals are 4xx naming the field, no queue keeps anything, and a good push
 # still arrives (release build; private stack on 127.0.0.1:38800-38807, stopped afterwards).
-# `make test` runs the same catalogue with the debug build (scripts/checks/hostile.sh);
+# `make test` runs a sample of it (the first and every 8th case of each kind) with the debug build
+# (scripts/checks/hostile.sh), `make check` the whole catalogue (scripts/checks/hostile-full.sh);
 # `scripts/hostile.sh --list` prints every case, `make hostile HOSTILE_ARGS="--only push.send"` a part.
 HOSTILE_ARGS ?=
 .PHONY: hostile
