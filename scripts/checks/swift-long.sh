@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # tier: check (the long tier: `make check`, which CI runs after `make test`; see scripts/run-checks.sh)
-# The Swift suites `make test` leaves out (LONG_SWIFT_SUITES in scripts/lib.sh: kill -9 of push-send
-# under load, a three-node RabbitMQ cluster, broker restarts), against the shared test servers
-# (scripts/with-test-servers.sh starts and always stops them), one test at a time. About 4 minutes.
+# The Swift suites and tests `make test` leaves out (LONG_SWIFT_SUITES in scripts/lib.sh: kill -9 of
+# push-send under load, a three-node RabbitMQ cluster, broker restarts, the 30 s retry tier, a memory
+# alarm, a blocked broker), against the shared test servers (scripts/with-test-servers.sh starts and
+# always stops them), one test at a time. About 5 minutes.
 #
 #   scripts/checks/swift-long.sh [--bin-dir DIR]   (--bin-dir is accepted and unused: swift test builds)
 set -euo pipefail

@@ -132,11 +132,12 @@ def wait_for(what, probe, timeout=30.0):
     pytest.fail(f"{what} within {timeout:.0f} s (last seen: {last!r})")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def stack(bin_dir):
-    """The whole system on private loopback ports, started once for a test module (and stopped
-    before the next, so two stacks never share the two cores). Every process must still run at the
-    end and exit 0 on SIGTERM: a service that died on its own fails the module."""
+    """The whole system on private loopback ports, started once for the session: the modules use
+    their own tokens, users and request ids, so they share it (a stack start is most of a module's
+    time). Every process must still run at the end and exit 0 on SIGTERM: a service that died on its
+    own fails the run."""
     s = SystemStack(bin_dir)
     try:
         s.start_servers()
