@@ -56,11 +56,8 @@ VENV="$ROOT/.local/apns-compare-venv"
 AIOAPNS_VERSION=4.0
 OUT_DIR="$ROOT/.local/apns-compare"
 
-say() { printf '%s\n' "$*"; }
-die() {
-    printf 'run.sh: %s\n' "$*" >&2
-    exit 1
-}
+# shellcheck source=Benchmarks/lib.sh
+. Benchmarks/lib.sh
 
 for value in "$COUNT" "$AIOAPNS_COUNT" "$CONCURRENCY" "$REPEAT" "$RUN_TIMEOUT"; do
     [[ $value =~ ^[1-9][0-9]*$ ]] || die "counts, concurrency, repeat and timeout must be positive integers (got '$value')"
@@ -185,40 +182,17 @@ while [[ $ADMIN_PORT == "$PORT" ]]; do ADMIN_PORT=$(free_port); done
 CA="$OUT_DIR/ca.pem"
 
 SANDBOX_PID=""
-cleanup() {
-    if [[ -n $SANDBOX_PID ]] && kill -0 "$SANDBOX_PID" 2>/dev/null; then
-        kill -TERM "$SANDBOX_PID" 2>/dev/null || true
-        for _ in $(seq 1 100); do
-            kill -0 "$SANDBOX_PID" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill -KILL "$SANDBOX_PID" 2>/dev/null || true
-    fi
-}
-trap cleanup EXIT
+trap 'stop_child "$SANDBOX_PID"' EXIT
 trap 'exit 130' INT TERM
-
-# Deliveries kept for GET /deliveries: a few are enough here (the /stats counts stay exact).
-PUSH_LOG_LEVEL=warning "$BIN/apns-sandbox" --port "$PORT" --admin-port "$ADMIN_PORT" --ca-out "$CA" --record-limit 1000 \
-    >"$OUT_DIR/apns-sandbox.log" 2>&1 &
-SANDBOX_PID=$!
-for _ in $(seq 1 100); do
-    [[ -s $CA ]] && curl -fsS "http://127.0.0.1:$ADMIN_PORT/healthz" >/dev/null 2>&1 && break
-    kill -0 "$SANDBOX_PID" 2>/dev/null || {
-        cat "$OUT_DIR/apns-sandbox.log" >&2
-        die "apns-sandbox exited during start-up"
-    }
-    sleep 0.1
-done
-[[ -s $CA ]] && curl -fsS "http://127.0.0.1:$ADMIN_PORT/healthz" >/dev/null || die "apns-sandbox does not answer /healthz"
+start_sandbox "$BIN" "$OUT_DIR" "$PORT" "$ADMIN_PORT"
 [[ $(readlink "/proc/$SANDBOX_PID/exe") == */apns-sandbox ]] || die "process $SANDBOX_PID is not apns-sandbox"
 say "apns-sandbox $SANDBOX_PID on 127.0.0.1:$PORT (admin $ADMIN_PORT), CA $CA"
-say "machine: $(nproc) cores, $(awk '/model name/ {sub(/.*: /, ""); print; exit}' /proc/cpuinfo); $(uptime)"
+machine_line
 
 # MARK: runs
 
 # utime + stime of a process, in seconds.
-process_cpu() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$1/stat"; }
+process_seconds() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/$1/stat"; }
 
 RESULTS="$OUT_DIR/results.tsv"
 : >"$RESULTS"
@@ -241,13 +215,13 @@ run() {
     command+=(--count "$count" --concurrency "$CONCURRENCY" --json)
     local load sandbox0 sandbox1 status=0
     load=$(awk '{print $1}' /proc/loadavg)
-    sandbox0=$(process_cpu "$SANDBOX_PID")
+    sandbox0=$(process_seconds "$SANDBOX_PID")
     # `timeout --foreground` keeps the client in this script's process group, so Ctrl-C reaches it
     # (without it, timeout makes a group of its own and an interrupted run would go on in the
     # background). /usr/bin/time reports the client's CPU and peak RSS (timeout's own is negligible).
     /usr/bin/time -f '%U %S %M' -o "$times" timeout --foreground --kill-after=10 "$RUN_TIMEOUT" "${command[@]}" \
         >"$out" 2>"$OUT_DIR/$tool-$k-$rep.err" || status=$?
-    sandbox1=$(process_cpu "$SANDBOX_PID")
+    sandbox1=$(process_seconds "$SANDBOX_PID")
     kill -0 "$SANDBOX_PID" 2>/dev/null || die "apns-sandbox died during $tool (see $OUT_DIR/apns-sandbox.log)"
     if ((status != 0)) || [[ ! -s $out ]]; then
         say "  $tool, $k connection(s), run $rep: failed (exit $status; see $OUT_DIR/$tool-$k-$rep.err)"

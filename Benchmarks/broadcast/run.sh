@@ -68,11 +68,8 @@ OUT_DIR="$ROOT/.local/$NAME"
 PYTHON=/usr/bin/python3
 PRODUCTS=(push-render push-send apns-sandbox pushctl render-bench)
 
-say() { printf '%s\n' "$*"; }
-die() {
-    printf 'run.sh: %s\n' "$*" >&2
-    exit 1
-}
+# shellcheck source=Benchmarks/lib.sh
+. Benchmarks/lib.sh
 for n in TOKENS SANDBOX_EVERY TIMEOUT_S STALL_S POLL_MS PUSHCTL_COUNT PUSHCTL_CONCURRENCY IDLE_S CONNECTIONS; do
     [[ ${!n} =~ ^[0-9]+$ ]] || die "$n must be a whole number (got '${!n}')"
 done
@@ -81,19 +78,9 @@ done
 "$PYTHON" -c 'import pika' 2>/dev/null || die "$PYTHON cannot import pika (apt-get install python3-pika, or: make deps-bench)"
 
 mkdir -p "$OUT_DIR"
-# The machine, and how busy it is before anything of ours runs.
-say "machine: $(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(awk '{printf "%d MB", $2 / 1024}' <(grep MemTotal /proc/meminfo))"
-say "load average before the run: $(cut -d' ' -f1-3 /proc/loadavg)"
+machine_line
 
-if [[ ${BROADCAST_BENCH_SKIP_BUILD:-} != 1 ]]; then
-    say "building ${PRODUCTS[*]} (release)"
-    for product in "${PRODUCTS[@]}"; do
-        swift build -c release --scratch-path "$SCRATCH" --product "$product" 2>&1 | tail -1
-    done
-fi
-for product in "${PRODUCTS[@]}"; do
-    [[ -x $SCRATCH/release/$product ]] || die "$SCRATCH/release/$product is missing (build it, or drop BROADCAST_BENCH_SKIP_BUILD)"
-done
+bench_build "$SCRATCH" "${BROADCAST_BENCH_SKIP_BUILD:-}" "${PRODUCTS[@]}"
 BIN="$ROOT/$SCRATCH/release"
 [[ $SCRATCH == /* ]] && BIN="$SCRATCH/release"
 
@@ -101,70 +88,29 @@ MEASURE_PID=""
 RENDER_PID=""
 SEND_PID=""
 SANDBOX_PID=""
-# stop PID: SIGTERM, up to 30 s, then SIGKILL (only our own children).
-stop() {
-    local pid=$1
-    [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null || return 0
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 300); do
-        kill -0 "$pid" 2>/dev/null || return 0
-        sleep 0.1
-    done
-    say "run.sh: PID $pid did not exit within 30 s of SIGTERM; SIGKILL" >&2
-    kill -KILL "$pid" 2>/dev/null || true
-}
-servers_down() {
-    PUSH_QUIET=1 bash scripts/rabbitmq.sh stop --name "$NAME" --port "$AMQP_PORT" || true
-    rm -rf "$ROOT/.local/rabbitmq-$NAME/mnesia"
-    PUSH_QUIET=1 bash scripts/redis.sh stop --name "$NAME" --port "$REDIS_PORT" || true
-    rm -rf "$ROOT/.local/redis-$NAME/data"
-}
 cleanup() {
-    stop "$MEASURE_PID"
-    stop "$RENDER_PID"
-    stop "$SEND_PID"
-    stop "$SANDBOX_PID"
-    servers_down
+    stop_child "$MEASURE_PID" "$RENDER_PID" "$SEND_PID" "$SANDBOX_PID"
+    servers_stop "$NAME" "$AMQP_PORT" "$REDIS_PORT"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# Fresh servers: a previous run's leftovers would be drained too.
-servers_down
-PUSH_QUIET=1 bash scripts/rabbitmq.sh start --name "$NAME" --port "$AMQP_PORT"
-PUSH_QUIET=1 bash scripts/redis.sh start --name "$NAME" --port "$REDIS_PORT"
-AMQP_URL="amqp://guest:guest@127.0.0.1:$AMQP_PORT/%2f"
-REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0"
-RABBIT_PID=$(cat "$ROOT/.local/rabbitmq-$NAME/rabbitmq.pid")
-REDIS_PID=$(cat "$ROOT/.local/redis-$NAME/redis.pid")
+servers_start "$NAME" "$AMQP_PORT" "$REDIS_PORT"
 
 say "filling Redis with $TOKENS tokens of $APP (locales $LOCALES; every ${SANDBOX_EVERY}th in the sandbox environment)"
 "$BIN/render-bench" --fill-only --redis-url "$REDIS_URL" --tokens "$TOKENS" --locales "$LOCALES" --sandbox-every "$SANDBOX_EVERY" \
     ${BROADCAST_BENCH_SHARDS:+--shards "$BROADCAST_BENCH_SHARDS"}
 # Measure the broadcast, not Redis housekeeping: let the AOF rewrite the fill set off finish first.
-for _ in $(seq 1 1200); do
-    redis-cli -p "$REDIS_PORT" INFO persistence | grep -qE 'aof_rewrite_(in_progress|scheduled):1' || break
-    sleep 0.25
-done
+wait_aof_rewrite "$REDIS_PORT"
 # BROADCAST_BENCH_APPENDFSYNC=always measures what closing Redis' kill -9 window costs.
 if [[ -n ${BROADCAST_BENCH_APPENDFSYNC:-} ]]; then
     redis-cli -p "$REDIS_PORT" CONFIG SET appendfsync "$BROADCAST_BENCH_APPENDFSYNC" >/dev/null
 fi
 say "Redis: appendfsync $(redis-cli -p "$REDIS_PORT" CONFIG GET appendfsync | tail -1), $(redis-cli -p "$REDIS_PORT" DBSIZE) keys, used_memory $(redis-cli -p "$REDIS_PORT" INFO memory | sed -n 's/^used_memory_human:\(.*\)\r$/\1/p')"
 
-# apns-sandbox: generated CA, a small delivery record, exact duplicate counting when it can.
-SANDBOX_FLAGS=()
-if "$BIN/apns-sandbox" --help 2>&1 | grep -q -- '--track-duplicates'; then
-    SANDBOX_FLAGS+=(--track-duplicates)
-fi
-"$BIN/apns-sandbox" --port "$APNS_PORT" --admin-port "$ADMIN_PORT" --ca-out "$OUT_DIR/ca.pem" \
-    --record-limit 1000 "${SANDBOX_FLAGS[@]}" >"$OUT_DIR/apns-sandbox.log" 2>&1 &
-SANDBOX_PID=$!
-for _ in $(seq 1 100); do
-    curl -fsS "http://127.0.0.1:$ADMIN_PORT/healthz" >/dev/null 2>&1 && break
-    sleep 0.1
-done
-curl -fsS "http://127.0.0.1:$ADMIN_PORT/healthz" >/dev/null || die "apns-sandbox does not answer (see $OUT_DIR/apns-sandbox.log)"
+# apns-sandbox: generated CA, a small delivery record, exact duplicate counting.
+SANDBOX_FLAGS=(--track-duplicates)
+start_sandbox "$BIN" "$OUT_DIR" "$APNS_PORT" "$ADMIN_PORT" "${SANDBOX_FLAGS[@]}"
 if [[ -n $DELAY_MS ]]; then
     curl -fsS -X PUT -H 'content-type: application/json' -d "{\"delay_ms\": $DELAY_MS}" \
         "http://127.0.0.1:$ADMIN_PORT/faults" >/dev/null || die "PUT /faults {\"delay_ms\": $DELAY_MS} failed"

@@ -37,27 +37,17 @@ OUT_DIR="$ROOT/.local/$NAME"
 PYTHON=/usr/bin/python3
 PRODUCTS=(push-render push-send apns-sandbox pushctl render-bench)
 
-say() { printf '%s\n' "$*"; }
-die() {
-    printf 'run.sh: %s\n' "$*" >&2
-    exit 1
-}
+# shellcheck source=Benchmarks/lib.sh
+. Benchmarks/lib.sh
 [[ $TOKENS =~ ^[0-9]+$ ]] && ((TOKENS > 0)) || die "CLUSTER_BENCH_TOKENS must be a positive whole number"
 [[ $REPLICAS =~ ^[01]$ ]] || die "CLUSTER_BENCH_REPLICAS must be 0 or 1"
 "$PYTHON" -c 'import pika' 2>/dev/null || die "$PYTHON cannot import pika (make deps-bench)"
 mkdir -p "$OUT_DIR"
-say "machine: $(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(awk '{printf "%d MB", $2 / 1024}' <(grep MemTotal /proc/meminfo))"
-say "load average before the run: $(cut -d' ' -f1-3 /proc/loadavg)"
+machine_line
 
-if [[ ${CLUSTER_BENCH_SKIP_BUILD:-} != 1 ]]; then
-    say "building ${PRODUCTS[*]} (release)"
-    for product in "${PRODUCTS[@]}"; do
-        swift build -c release --scratch-path "$SCRATCH" --product "$product" 2>&1 | tail -1
-    done
-fi
+bench_build "$SCRATCH" "${CLUSTER_BENCH_SKIP_BUILD:-}" "${PRODUCTS[@]}"
 BIN="$ROOT/$SCRATCH/release"
 [[ $SCRATCH == /* ]] && BIN="$SCRATCH/release"
-for product in "${PRODUCTS[@]}"; do [[ -x $BIN/$product ]] || die "$BIN/$product is missing"; done
 
 PIDS=()
 servers_down() {
@@ -67,8 +57,7 @@ servers_down() {
     rm -rf "$ROOT/.local/rabbitmq-$NAME/mnesia"
 }
 cleanup() {
-    for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-    for pid in "${PIDS[@]}"; do timeout 30 tail --pid="$pid" -f /dev/null 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true; done
+    stop_child "${PIDS[@]}"
     servers_down
 }
 trap cleanup EXIT
@@ -84,17 +73,10 @@ say "Redis Cluster: masters $MASTERS, $REPLICAS replica(s) each"
 
 say "filling the cluster with $TOKENS tokens of $APP"
 "$BIN/render-bench" --fill-only --redis-url "$REDIS_URL" --tokens "$TOKENS"
-for port in ${MASTERS//,/ }; do
-    for _ in $(seq 1 1200); do
-        redis-cli -p "$port" INFO persistence | grep -qE 'aof_rewrite_(in_progress|scheduled):1' || break
-        sleep 0.25
-    done
-done
+wait_aof_rewrite ${MASTERS//,/ }
 
-"$BIN/apns-sandbox" --port "$APNS_PORT" --admin-port "$ADMIN_PORT" --ca-out "$OUT_DIR/ca.pem" --record-limit 1000 --track-duplicates \
-    >"$OUT_DIR/apns-sandbox.log" 2>&1 &
-PIDS+=($!)
-for _ in $(seq 1 100); do curl -fsS "http://127.0.0.1:$ADMIN_PORT/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+start_sandbox "$BIN" "$OUT_DIR" "$APNS_PORT" "$ADMIN_PORT" --track-duplicates
+PIDS+=("$SANDBOX_PID")
 KEY_FILE="$OUT_DIR/AuthKey_$KEY_ID.p8"
 openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$KEY_FILE" 2>/dev/null
 sed "s#@KEY_FILE@#$KEY_FILE#" "$ROOT/Benchmarks/broadcast/apps.json" >"$OUT_DIR/apps.json"

@@ -19,38 +19,27 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
 
+# shellcheck source=Benchmarks/lib.sh
+. Benchmarks/lib.sh
 AMQP_PORT=${FEEDBACK_BENCH_AMQP_PORT:-7400}
 REDIS_PORT=${FEEDBACK_BENCH_REDIS_PORT:-7421}
 SCRATCH=${FEEDBACK_BENCH_SCRATCH:-.build}
+NAME=feedback-bench
 
-if [[ ${FEEDBACK_BENCH_SKIP_BUILD:-} != 1 ]]; then
-    echo "building feedback-bench (release)"
-    swift build -c release --scratch-path "$SCRATCH" --product feedback-bench 2>&1 | tail -1
-fi
+bench_build "$SCRATCH" "${FEEDBACK_BENCH_SKIP_BUILD:-}" feedback-bench
 BINARY="$SCRATCH/release/feedback-bench"
-[[ -x $BINARY ]] || { echo "run.sh: $BINARY is missing" >&2; exit 1; }
 
-cleanup() {
-    PUSH_QUIET=1 bash scripts/redis.sh stop --name feedback-bench --port "$REDIS_PORT" && rm -rf "$ROOT/.local/redis-feedback-bench/data"
-    PUSH_QUIET=1 bash scripts/rabbitmq.sh stop --name feedback-bench --port "$AMQP_PORT" && rm -rf "$ROOT/.local/rabbitmq-feedback-bench/mnesia"
-}
-trap cleanup EXIT
+trap 'servers_stop "$NAME" "$AMQP_PORT" "$REDIS_PORT"' EXIT
 trap 'exit 130' INT TERM
+servers_start "$NAME" "$AMQP_PORT" "$REDIS_PORT"
 
-PUSH_QUIET=1 bash scripts/redis.sh start --name feedback-bench --port "$REDIS_PORT"
-redis-cli -p "$REDIS_PORT" FLUSHALL >/dev/null
-PUSH_QUIET=1 bash scripts/rabbitmq.sh start --name feedback-bench --port "$AMQP_PORT"
-
-echo "machine: $(nproc) cores, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-REDIS_PID=$(cat "$ROOT/.local/redis-feedback-bench/redis.pid")
-RABBIT_PID=$(cat "$ROOT/.local/rabbitmq-feedback-bench/rabbitmq.pid")
-echo "redis pid $REDIS_PID, rabbitmq pid $RABBIT_PID"
+machine_line
+say "redis pid $REDIS_PID, rabbitmq pid $RABBIT_PID"
 # Twice unless FEEDBACK_BENCH_LISTENER says which: with nobody bound to token.removed (push-feedback's
 # own work), then with a durable listener queue storing every event (what a subscriber adds).
 for listener in ${FEEDBACK_BENCH_LISTENER:-0 1}; do
     redis-cli -p "$REDIS_PORT" FLUSHALL >/dev/null
-    echo "-- listener queue on token.removed: $([[ $listener == 0 ]] && echo none || echo durable)"
-    PUSH_AMQP_URL="amqp://guest:guest@127.0.0.1:$AMQP_PORT/%2f" PUSH_REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0" \
-        FEEDBACK_BENCH_SERVER_PIDS="$REDIS_PID,$RABBIT_PID" FEEDBACK_BENCH_LISTENER=$listener "$BINARY"
+    say "-- listener queue on token.removed: $([[ $listener == 0 ]] && echo none || echo durable)"
+    PUSH_AMQP_URL="$AMQP_URL" PUSH_REDIS_URL="$REDIS_URL" FEEDBACK_BENCH_SERVER_PIDS="$REDIS_PID,$RABBIT_PID" FEEDBACK_BENCH_LISTENER=$listener "$BINARY"
 done
-echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+say "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

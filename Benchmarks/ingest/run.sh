@@ -30,52 +30,28 @@ BENCH_DIR="$ROOT/Benchmarks/ingest"
 OUT_DIR="$ROOT/.local/ingest-bench"
 mkdir -p "$OUT_DIR"
 
-say() { printf '%s\n' "$*"; }
-die() {
-    printf 'run.sh: %s\n' "$*" >&2
-    exit 1
-}
+# shellcheck source=Benchmarks/lib.sh
+. Benchmarks/lib.sh
+NAME=ingest-bench
 
-if ! command -v wrk >/dev/null; then
-    say "installing wrk"
-    if [[ $(id -u) == 0 ]]; then
-        apt-get install -y -o DPkg::Lock::Timeout=600 wrk >/dev/null
-    else
-        sudo apt-get install -y -o DPkg::Lock::Timeout=600 wrk >/dev/null
-    fi
-fi
-command -v redis-cli >/dev/null || die "redis-cli is missing (run scripts/install-deps.sh)"
+need_tool wrk
+need_tool redis-cli redis-tools
 
-if [[ ${INGEST_BENCH_SKIP_BUILD:-} != 1 ]]; then
-    say "building push-ingest and pushctl (release)"
-    swift build -c release --scratch-path "$SCRATCH" --product push-ingest 2>&1 | tail -1
-    swift build -c release --scratch-path "$SCRATCH" --product pushctl 2>&1 | tail -1
-fi
+bench_build "$SCRATCH" "${INGEST_BENCH_SKIP_BUILD:-}" push-ingest pushctl
 BINARY="$SCRATCH/release/push-ingest"
-[[ -x $BINARY ]] || die "$BINARY is missing"
 
 INGEST_PID=""
 cleanup() {
-    if [[ -n $INGEST_PID ]] && kill -0 "$INGEST_PID" 2>/dev/null; then
-        kill -TERM "$INGEST_PID" 2>/dev/null || true
-        for _ in $(seq 1 100); do
-            kill -0 "$INGEST_PID" 2>/dev/null || break
-            sleep 0.1
-        done
-        kill -KILL "$INGEST_PID" 2>/dev/null || true
-    fi
-    # The private Redis's AOF holds every token of the run (~200 MB); nothing needs it afterwards.
-    PUSH_QUIET=1 bash scripts/redis.sh stop --name ingest-bench --port "$REDIS_PORT" && rm -rf "$ROOT/.local/redis-ingest-bench/data"
+    stop_child "$INGEST_PID"
+    servers_stop "$NAME" 0 "$REDIS_PORT"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-PUSH_QUIET=1 bash scripts/redis.sh start --name ingest-bench --port "$REDIS_PORT"
-redis-cli -p "$REDIS_PORT" FLUSHALL >/dev/null
+servers_start "$NAME" 0 "$REDIS_PORT"
 
 # Port 1 on loopback refuses connections: AMQP stays down and reconnects with backoff all along.
 PUSH_APPS_FILE="$BENCH_DIR/apps.json" \
-    PUSH_REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0" \
+    PUSH_REDIS_URL="$REDIS_URL" \
     PUSH_AMQP_URL="amqp://guest:guest@127.0.0.1:1/%2f" \
     PUSH_HTTP_HOST=127.0.0.1 PUSH_HTTP_PORT="$HTTP_PORT" PUSH_LOG_LEVEL=warning \
     "$BINARY" >"$OUT_DIR/push-ingest.log" 2>&1 &
@@ -83,26 +59,13 @@ INGEST_PID=$!
 sleep 0.2
 [[ $(readlink "/proc/$INGEST_PID/exe" 2>/dev/null) == */push-ingest ]] || die "process $INGEST_PID is not push-ingest"
 
-for _ in $(seq 1 100); do
-    curl -fsS "http://127.0.0.1:$HTTP_PORT/healthz" >/dev/null 2>&1 && break
-    kill -0 "$INGEST_PID" 2>/dev/null || {
-        cat "$OUT_DIR/push-ingest.log" >&2
-        die "push-ingest exited during start-up"
-    }
-    sleep 0.1
-done
-curl -fsS "http://127.0.0.1:$HTTP_PORT/healthz" >/dev/null || die "push-ingest does not answer /healthz"
+wait_healthy "http://127.0.0.1:$HTTP_PORT/healthz" "$INGEST_PID" "$OUT_DIR/push-ingest.log" push-ingest
 say "push-ingest $INGEST_PID on 127.0.0.1:$HTTP_PORT (readiness: $(curl -sS "http://127.0.0.1:$HTTP_PORT/readyz"))"
 say "idle RSS: $(awk '/VmRSS/ {print $2 " " $3}' "/proc/$INGEST_PID/status")"
-say "machine: $(nproc) cores, $(awk '/model name/ {sub(/.*: /, ""); print; exit}' /proc/cpuinfo)"
+machine_line
 
 # A short warm-up so the first run does not pay for lazy initialisation.
 wrk -t1 -c8 -d2s -s "$BENCH_DIR/put.lua" "http://127.0.0.1:$HTTP_PORT" >/dev/null
-
-# CPU jiffies: busy time of the whole machine, and of one process.
-machine_busy() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }
-process_cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-REDIS_PID=$(cat "$ROOT/.local/redis-ingest-bench/redis.pid")
 
 run() {
     local name=$1 script=$2 out="$OUT_DIR/$1.txt"
@@ -116,7 +79,7 @@ run() {
     p99=$(awk '$1 == "99%" {print $2}' "$out")
     errors=$(awk '/Non-2xx or 3xx responses:/ {print $NF} /Socket errors:/ {print $0}' "$out" | paste -sd' ' -)
     printf '%-9s %10s req/s   p50 %8s   p99 %8s   errors: %s   peak RSS %s\n' \
-        "$name" "$rps" "$p50" "$p99" "${errors:-none}" "$(awk '/VmHWM/ {print $2 " " $3}' "/proc/$INGEST_PID/status")"
+        "$name" "$rps" "$p50" "$p99" "${errors:-none}" "$(peak_rss "$INGEST_PID")"
     # Jiffies are 1/100 s: CPU % of one core = jiffies / seconds.
     ticks=$(((end - start) / 10000000))
     printf '          CPU (%% of one core, %s cores): push-ingest %s, redis %s, wrk and everything else %s\n' "$(nproc)" \
@@ -127,4 +90,4 @@ run() {
 say "wrk -t$THREADS -c$CONNECTIONS -d$DURATION --latency (full output in $OUT_DIR)"
 run put put.lua
 run register register.lua
-say "tokens registered: $("$SCRATCH/release/pushctl" registry status --redis-url "redis://127.0.0.1:$REDIS_PORT/0" --app com.example.bench | head -1)"
+say "tokens registered: $("$SCRATCH/release/pushctl" registry status --redis-url "$REDIS_URL" --app com.example.bench | head -1)"

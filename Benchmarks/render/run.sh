@@ -19,32 +19,19 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
 
+# shellcheck source=Benchmarks/lib.sh
+. Benchmarks/lib.sh
 TOKENS=${RENDER_BENCH_TOKENS:-1000000}
 BATCH_SIZE=${RENDER_BENCH_BATCH_SIZE:-500}
 AMQP_PORT=${RENDER_BENCH_AMQP_PORT:-7272}
 REDIS_PORT=${RENDER_BENCH_REDIS_PORT:-7279}
 SCRATCH=${RENDER_BENCH_SCRATCH:-.build}
+KEEP=${RENDER_BENCH_KEEP_DATA:-0}
+NAME=render-bench
 
-say() { printf '%s\n' "$*"; }
-
-if [[ ${RENDER_BENCH_SKIP_BUILD:-} != 1 ]]; then
-    say "building push-render and render-bench (release)"
-    swift build -c release --scratch-path "$SCRATCH" --product push-render 2>&1 | tail -1
-    swift build -c release --scratch-path "$SCRATCH" --product render-bench 2>&1 | tail -1
-fi
-
-cleanup() {
-    PUSH_QUIET=1 bash scripts/rabbitmq.sh stop --name render-bench --port "$AMQP_PORT" || true
-    PUSH_QUIET=1 bash scripts/redis.sh stop --name render-bench --port "$REDIS_PORT" || true
-    rm -rf "$ROOT/.local/rabbitmq-render-bench/mnesia"
-    if [[ ${RENDER_BENCH_KEEP_DATA:-} != 1 ]]; then rm -rf "$ROOT/.local/redis-render-bench/data"; fi
-}
-trap cleanup EXIT
+bench_build "$SCRATCH" "${RENDER_BENCH_SKIP_BUILD:-}" push-render render-bench
+trap 'servers_stop "$NAME" "$AMQP_PORT" "$REDIS_PORT" "$KEEP"' EXIT
 trap 'exit 130' INT TERM
+servers_start "$NAME" "$AMQP_PORT" "$REDIS_PORT" "$KEEP"
 
-PUSH_QUIET=1 bash scripts/redis.sh start --name render-bench --port "$REDIS_PORT"
-PUSH_QUIET=1 bash scripts/rabbitmq.sh start --name render-bench --port "$AMQP_PORT"
-
-PUSH_AMQP_URL="amqp://guest:guest@127.0.0.1:$AMQP_PORT/%2f" \
-    PUSH_REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0" \
-    "$SCRATCH/release/render-bench" --tokens "$TOKENS" --batch-size "$BATCH_SIZE"
+PUSH_AMQP_URL="$AMQP_URL" PUSH_REDIS_URL="$REDIS_URL" "$SCRATCH/release/render-bench" --tokens "$TOKENS" --batch-size "$BATCH_SIZE"

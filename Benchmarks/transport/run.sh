@@ -55,11 +55,8 @@ TOPIC=com.example.bench
 # pushctl bench's payload (Sources/pushctl/BenchCommand.swift), so both clients send the same bytes.
 PAYLOAD='{"aps":{"alert":{"title":"Benchmark","body":"Hello from pushctl bench"},"sound":"default"}}'
 
-say() { printf '%s\n' "$*"; }
-die() {
-    printf 'run.sh: %s\n' "$*" >&2
-    exit 1
-}
+# shellcheck source=Benchmarks/lib.sh
+. Benchmarks/lib.sh
 usage() { sed -n '2,32s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
 
 while (($#)); do
@@ -208,11 +205,11 @@ stop_sandbox() {
 trap stop_sandbox EXIT
 trap 'exit 130' INT TERM
 
-# start_sandbox BUILD TAG: that build's apns-sandbox on 127.0.0.1:PORT, ready (/healthz and the CA).
-start_sandbox() {
+# start_build_sandbox BUILD TAG: that build's apns-sandbox on 127.0.0.1:PORT, ready (/healthz and the CA).
+start_build_sandbox() {
     local build=$1 tag=$2 dir
     dir=$(bin_of "$build")
-    { port_free "$PORT" && port_free "$ADMIN_PORT"; } || die "127.0.0.1:$PORT or :$ADMIN_PORT is in use (set TRANSPORT_BENCH_PORT / TRANSPORT_BENCH_ADMIN_PORT)"
+    { ! port_open "$PORT" && ! port_open "$ADMIN_PORT"; } || die "127.0.0.1:$PORT or :$ADMIN_PORT is in use (set TRANSPORT_BENCH_PORT / TRANSPORT_BENCH_ADMIN_PORT)"
     rm -f "$OUT_DIR/ca.pem"
     PUSH_LOG_LEVEL=warning "${SERVER_PIN[@]}" "$dir/apns-sandbox" --port "$PORT" --admin-port "$ADMIN_PORT" \
         --ca-out "$OUT_DIR/ca.pem" --workers "$WORKERS" --record-limit 1000 \
@@ -230,14 +227,9 @@ start_sandbox() {
         die "apns-sandbox ($build) is not ready within 15 s (see $OUT_DIR/apns-sandbox-$tag.log)"
     [[ $(readlink "/proc/$SANDBOX_PID/exe") == "$(readlink -f "$dir/apns-sandbox")" ]] || die "process $SANDBOX_PID is not $dir/apns-sandbox"
 }
-port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 # MARK: measurement
 
-# utime + stime of a process, in clock ticks.
-process_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-# Busy ticks of the whole machine (user, nice, system, irq, softirq, steal).
-machine_ticks() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }
 HZ=$(getconf CLK_TCK)
 # The sandbox's answers so far by status, as "200=N 403=M …".
 sandbox_status() {
@@ -271,7 +263,7 @@ run() {
     local load status=0 before after s0 s1 m0 m1 t0 t1
     load=$(cut -d' ' -f1 /proc/loadavg)
     before=$(sandbox_status)
-    s0=$(process_ticks "$SANDBOX_PID") m0=$(machine_ticks) t0=$(date +%s%N)
+    s0=$(process_cpu "$SANDBOX_PID") m0=$(machine_busy) t0=$(date +%s%N)
     # `timeout --foreground` keeps the client in our process group (Ctrl-C reaches it); /usr/bin/time
     # reports its CPU.
     /usr/bin/time -f '%U %S' -o "$OUT_DIR/$tag.time" timeout --foreground --kill-after=10 "$RUN_TIMEOUT" \
@@ -286,7 +278,7 @@ run() {
         SANDBOX_DIED=1
         return 0
     fi
-    s1=$(process_ticks "$SANDBOX_PID") m1=$(machine_ticks)
+    s1=$(process_cpu "$SANDBOX_PID") m1=$(machine_busy)
     after=$(sandbox_status)
     local client_s sandbox_s other_pct wall_ticks
     client_s=$(awk '{printf "%.2f", $1 + $2}' "$OUT_DIR/$tag.time" 2>/dev/null || say "-")
@@ -373,7 +365,7 @@ START_LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
 for round in $(seq 1 "$ROUNDS"); do
     for build in "${BUILDS[@]}"; do
         SANDBOX_DIED=0
-        start_sandbox "$build" "r$round-$build"
+        start_build_sandbox "$build" "r$round-$build"
         for k in $CONNECTIONS; do
             run "$round" "$build" h2load "$k"
             if ((SANDBOX_DIED)); then break; fi
