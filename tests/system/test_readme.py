@@ -62,8 +62,11 @@ def make_run(bin_dir):
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log = open(log_path, "wb")
     env = dict(newcomer_env(), PUSH_RUN_NAME=INSTANCE, PUSH_BIN_DIR=str(bin_dir))
+    # A run started in the background (`make test &`, a CI runner) inherits SIGINT ignored, and a
+    # shell cannot trap a signal ignored at its start: make run gets Ctrl-C as a terminal gives it.
     process = subprocess.Popen(["bash", "scripts/run-local.sh"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                               stdin=subprocess.DEVNULL, start_new_session=True)
+                               stdin=subprocess.DEVNULL, start_new_session=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     status = None
     try:
         wait_for("make run saying it runs", lambda: process.poll() is not None or b"press Ctrl-C to stop everything" in log_path.read_bytes(),
