@@ -47,411 +47,41 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import registry_keys  # noqa: E402  (the registry's key layout)
-
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
 try:
     import pika
 except ImportError:  # pragma: no cover
     sys.exit("chaos: python3-pika is missing (scripts/install-deps.sh installs it)")
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPTS = ROOT / "scripts"
+from harness import registry_keys  # noqa: E402
+from harness.net import hreq, http_json, metric, metric_lines  # noqa: E402,F401
+from harness.stack import RMQ_BIN, ROOT, SCRIPTS, SERVICES, Interrupted, SetupError, Stack, run_stack  # noqa: E402,F401
+
 APP = "com.example.chaos"
-SERVICES = ["push-ingest", "push-render", "push-send", "push-feedback"]
-RMQ_BIN = os.environ.get("PUSH_RABBITMQ_BIN_DIR", "/usr/lib/rabbitmq/bin")
 
 
 def log(msg):
     print(f"chaos | {time.strftime('%H:%M:%S')} {msg}", flush=True)
 
 
-class SetupError(Exception):
-    """The stack could not be set up (not a scenario failure)."""
+class ChaosStack(Stack):
+    """The stack of one chaos run: 127.0.0.1:7901-7908 (7951-7958 with --smoke)."""
 
+    APP = APP
 
-class Interrupted(Exception):
-    pass
-
-
-def on_signal(signum, _frame):
-    raise Interrupted(f"signal {signum}")
-
-
-# --- small HTTP helpers (loopback, HTTP/1.1) ----------------------------------------------------
-
-def hreq(port, method, path, body=None, timeout=5.0):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        data = None if body is None else json.dumps(body).encode()
-        headers = {"Content-Type": "application/json"} if data is not None else {}
-        conn.request(method, path, body=data, headers=headers)
-        resp = conn.getresponse()
-        return resp.status, resp.read()
-    finally:
-        conn.close()
-
-
-def http_json(port, method, path, body=None, timeout=5.0):
-    status, data = hreq(port, method, path, body, timeout)
-    if status >= 300:
-        raise RuntimeError(f"{method} :{port}{path} -> {status} {data[:200]!r}")
-    return json.loads(data) if data else None
-
-
-def metric_lines(port, name, timeout=2.0):
-    """{labels: value} of metric `name` on a service's /metrics ({} when unreachable)."""
-    try:
-        status, data = hreq(port, "GET", "/metrics", timeout=timeout)
-    except OSError:
-        return {}
-    if status != 200:
-        return {}
-    found = {}
-    for line in data.decode(errors="replace").splitlines():
-        if line.startswith(name) and (line[len(name):len(name) + 1] in (" ", "{")):
-            head, _, value = line.rpartition(" ")
-            try:
-                found[head[len(name):]] = float(value)
-            except ValueError:
-                pass
-    return found
-
-
-def metric(port, name, timeout=2.0):
-    """Sum of the samples of metric `name` on a service's /metrics (None when unreachable)."""
-    try:
-        status, data = hreq(port, "GET", "/metrics", timeout=timeout)
-    except OSError:
-        return None
-    if status != 200:
-        return None
-    total, found = 0.0, False
-    for line in data.decode(errors="replace").splitlines():
-        if line.startswith(name) and (line[len(name):len(name) + 1] in (" ", "{")):
-            try:
-                total += float(line.rsplit(" ", 1)[1])
-                found = True
-            except ValueError:
-                pass
-    return total if found else None
-
-
-def port_free(port):
-    """Nothing but TIME_WAIT leftovers holds 127.0.0.1:port (a listener could bind it)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", port))
-        return True
-    except OSError:
-        return False
-    finally:
-        sock.close()
-
-
-# --- the stack ---------------------------------------------------------------------------------
-
-def run_stack(stack, body, timeout=None, say=None):
-    """Runs `body()` against `stack`; whatever happens (an exception, SIGINT/SIGTERM/SIGHUP, or
-    `timeout` seconds passing), stops the services and then the servers. Returns (rc, statuses):
-    rc 0, 130 (interrupted or timed out) or 3 (setup failed); statuses {name: exit status} of the
-    processes stopped at the end. The harnesses (chaos, hostile, live-activities) share it."""
-    say = say or log
-    for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGALRM):
-        signal.signal(number, on_signal)
-    if timeout:
-        signal.alarm(int(timeout))
-    rc = 0
-    statuses = {}
-    try:
-        body()
-    except Interrupted as e:
-        say(f"interrupted ({e}); stopping everything")
-        rc = 130
-    except SetupError as e:
-        say(f"setup failed: {e}")
-        rc = 3
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        try:
-            statuses = stack.stop_all()
-        finally:
-            stack.stop_servers()
-    return rc, statuses
-
-
-class Stack:
     def __init__(self, args):
-        self.args = args
-        self.name = "chaos-smoke" if args.smoke else "chaos"
-        base = 7951 if args.smoke else 7901
-        self.port = dict(amqp=base, redis=base + 1, apns=base + 2, admin=base + 3,
-                         **{"push-ingest": base + 4, "push-render": base + 5,
-                            "push-send": base + 6, "push-feedback": base + 7})
-        self.bin = Path(args.bin_dir).resolve()
-        self.local = Path(os.environ.get("PUSH_LOCAL_DIR", ROOT / ".local")).resolve()
-        self.out = self.local / self.name
-        self.rmq_dir = self.local / f"rabbitmq-{self.name}"
-        self.redis_dir = self.local / f"redis-{self.name}"
-        self.amqp_url = f"amqp://guest:guest@127.0.0.1:{self.port['amqp']}/%2f"
-        self.redis_url = f"redis://127.0.0.1:{self.port['redis']}/0"
-        self.procs = {}          # name -> Popen (services and the sandbox)
-        self.logdir = self.out
-        self.servers_up = False
-        self.ca = self.out / "apns-sandbox-ca.pem"
-        self.apps = self.out / "apps.json"
-        self.extra_env = {}
-
-    def relocate(self, name, base):
-        """Uses `name` for the servers' and logs' directories and 127.0.0.1:base…base+7 for the stack
-        (RabbitMQ also derives base+1000, base+20000 and base+21000…base+21010): the hostile and
-        Live Activity checks run their own stacks beside a chaos run this way."""
-        self.name = name
-        self.port = dict(amqp=base, redis=base + 1, apns=base + 2, admin=base + 3,
-                         **{"push-ingest": base + 4, "push-render": base + 5, "push-send": base + 6, "push-feedback": base + 7})
-        self.out = self.local / self.name
-        self.rmq_dir = self.local / f"rabbitmq-{self.name}"
-        self.redis_dir = self.local / f"redis-{self.name}"
-        self.amqp_url = f"amqp://guest:guest@127.0.0.1:{self.port['amqp']}/%2f"
-        self.redis_url = f"redis://127.0.0.1:{self.port['redis']}/0"
-        self.logdir = self.out
-        self.ca = self.out / "apns-sandbox-ca.pem"
-        self.apps = self.out / "apps.json"
-
-    # servers
-    def script(self, which, verb, check=True):
-        port = self.port["amqp" if which == "rabbitmq" else "redis"]
-        env = dict(os.environ, PUSH_QUIET="1")
-        for attempt in range(4):
-            r = subprocess.run(["bash", str(SCRIPTS / f"{which}.sh"), verb, "--name", self.name, "--port", str(port)],
-                               env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=180)
-            # A TIME_WAIT socket of the previous instance may hold the port for a moment.
-            if r.returncode == 0 or verb != "start" or "in use" not in r.stderr or attempt == 3:
-                break
-            log(f"{which}.sh start: a port is in use; retrying in 3 s")
-            time.sleep(3)
-        if check and r.returncode != 0:
-            raise SetupError(f"{which}.sh {verb} failed ({r.returncode}): {r.stderr.strip()[-2000:]}")
-        return r
-
-    def start_servers(self):
-        self.out.mkdir(parents=True, exist_ok=True)
-        self.servers_up = True
-        # Every port of a stack (and each one RabbitMQ derives) lies below Linux's ephemeral range
-        # (32768-60999), so no client socket the kernel numbers can hold one: CI once lost a run
-        # when the node's own connection to its epmd took push-ingest's port (38704) three
-        # restarts in a row, since the kernel numbers connections to one peer alike. What can still
-        # hold a port is a TIME_WAIT socket of the previous run, for up to 60 s: wait for them.
-        for which, data in (("redis", self.redis_dir / "data"), ("rabbitmq", self.rmq_dir / "mnesia")):
-            self.script(which, "stop", check=False)
-            shutil.rmtree(data, ignore_errors=True)
-        a = self.port["amqp"]
-        self.wait_ports_free([self.port["redis"], a, a + 1000, a + 20000])
-        for which in ("redis", "rabbitmq"):
-            self.script(which, "start")
-        busy = self.wait_ports_free([p for k, p in self.port.items() if k not in ("amqp", "redis")], timeout=65)
-        if busy:
-            raise SetupError(f"ports {busy} are still held by other sockets after 65 s (`ss -tanp` shows which)")
-        self.key_and_apps()
-
-    def stop_servers(self):
-        if not self.servers_up:
-            return
-        for which, data in (("rabbitmq", self.rmq_dir / "mnesia"), ("redis", self.redis_dir / "data")):
-            try:
-                self.script(which, "stop", check=False)
-            except Exception as e:  # noqa: BLE001
-                log(f"could not stop {which}: {e}")
-            shutil.rmtree(data, ignore_errors=True)
-        self.servers_up = False
-
-    def key_and_apps(self):
-        key = self.out / "AuthKey_CHAOS00001.p8"
-        subprocess.run(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", str(key)],
-                       check=True, capture_output=True)
-        apps = {"apps": {APP: {
-            "default": True, "environment": "production",
-            "apns": {"key_file": str(key), "key_id": "CHAOS00001", "team_id": "TEAM000001"},
-            "ingest": {"api_keys": ["chaos-ingest-key"]},
-            "rate_limits": {"per_device_per_hour": 1000, "per_app_per_second": 10000000},
-        }}}
-        self.apps.write_text(json.dumps(apps, indent=2))
-
-    def ctl(self, *argv, timeout=60):
-        p = self.port["amqp"]
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("RABBITMQ_", "ERL_EPMD_"))}
-        env.update(HOME=str(self.rmq_dir), RABBITMQ_NODENAME=f"push-{self.name}@localhost", RABBITMQ_USE_LONGNAME="false",
-                   ERL_EPMD_PORT=str(p + 1000), RABBITMQ_CTL_DIST_PORT_MIN=str(p + 21000),
-                   RABBITMQ_CTL_DIST_PORT_MAX=str(p + 21010),
-                   RABBITMQ_CTL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}",
-                   ERL_CRASH_DUMP=str(self.rmq_dir / "erl_crash.dump"))
-        r = subprocess.run([f"{RMQ_BIN}/rabbitmqctl", "-q", *argv], env=env, stdin=subprocess.DEVNULL,
-                           capture_output=True, text=True, timeout=timeout)
-        if r.returncode != 0:
-            raise RuntimeError(f"rabbitmqctl {' '.join(argv)}: {r.returncode} {r.stderr.strip()[-500:]}")
-        return r.stdout
-
-    def queues(self):
-        """{name: (messages, ready, unacked)} of every queue (rabbitmqctl)."""
-        out = self.ctl("list_queues", "name", "messages", "messages_ready", "messages_unacknowledged", "--formatter", "json")
-        return {q["name"]: (q["messages"], q["messages_ready"], q["messages_unacknowledged"]) for q in json.loads(out or "[]")}
-
-    def redis(self, *argv, timeout=30):
-        r = subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", str(self.port["redis"]), *argv],
-                           capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-        if r.returncode != 0:
-            raise RuntimeError(f"redis-cli {' '.join(argv)}: {r.stderr.strip()}")
-        return r.stdout.strip()
-
-    def redis_pipe(self, commands, timeout=120):
-        """Runs many commands (lists of words without spaces) through one redis-cli; returns replies."""
-        text = "".join(" ".join(c) + "\n" for c in commands)
-        r = subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", str(self.port["redis"])], input=text,
-                           capture_output=True, text=True, timeout=timeout)
-        if r.returncode != 0:
-            raise RuntimeError(f"redis-cli: {r.stderr.strip()}")
-        return r.stdout.splitlines()
-
-    def reset_data(self):
-        """Every queue and exchange deleted, Redis flushed: the next services declare a fresh topology."""
-        names = list(self.queues())
-        exchanges = ["push", "push.events"]
-        conn = pika.BlockingConnection(pika.URLParameters(self.amqp_url))
-        try:
-            ch = conn.channel()
-            for q in names:
-                ch.queue_delete(q)
-            for x in exchanges:
-                ch.exchange_delete(x)
-        finally:
-            conn.close()
-        self.redis("FLUSHALL")
-
-    def wait_ports_free(self, ports, timeout=75):
-        deadline = time.time() + timeout
-        said = False
-        while True:
-            busy = [p for p in ports if not port_free(p)]
-            if not busy or time.time() > deadline:
-                return busy
-            if not said:
-                log(f"waiting for ports {busy} (other sockets, e.g. TIME_WAIT, hold them)")
-                said = True
-            time.sleep(1)
-
-    # processes
-    def spawn(self, name, argv, env=None):
-        logf = open(self.logdir / f"{name}.log", "ab")
-        logf.write(f"=== chaos: starting {name} at {time.strftime('%H:%M:%S')}\n".encode())
-        logf.flush()
-        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
-                             env=env, start_new_session=True, cwd=str(ROOT))
-        logf.close()
-        self.procs[name] = p
-        return p
-
-    def start_sandbox(self):
-        self.ca.unlink(missing_ok=True)
-        argv = [str(self.bin / "apns-sandbox"), "--port", str(self.port["apns"]), "--admin-port", str(self.port["admin"]),
-                "--ca-out", str(self.ca), "--record-limit", str(max(1000, self.args.tokens * 4)),
-                # Exact duplicates, and lost_answers (the bound) counting answers a killed push-send
-                # was written but never acknowledged.
-                "--track-duplicates", "--confirm-answers"]
-        self.spawn("apns-sandbox", argv, env=dict(os.environ, PUSH_LOG_LEVEL="warning"))
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            if self.procs["apns-sandbox"].poll() is not None:
-                raise SetupError("apns-sandbox exited at start (see its log)")
-            try:
-                if hreq(self.port["admin"], "GET", "/healthz")[0] == 200 and self.ca.exists() and self.ca.stat().st_size:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.1)
-        raise SetupError("apns-sandbox did not come up")
-
-    @property
-    def services_amqp_url(self):
-        """The PUSH_AMQP_URL the services get (the cluster's stack lists every node)."""
-        return self.amqp_url
-
-    @property
-    def services_redis_url(self):
-        return self.redis_url
-
-    def service_env(self, name):
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PUSH_")}
-        env.update(
-            PUSH_AMQP_URL=self.services_amqp_url, PUSH_REDIS_URL=self.services_redis_url, PUSH_APPS_FILE=str(self.apps),
-            PUSH_APNS_ENDPOINT=f"https://127.0.0.1:{self.port['apns']}", PUSH_APNS_CA_FILE=str(self.ca),
-            PUSH_HTTP_HOST="127.0.0.1", PUSH_HTTP_PORT=str(self.port[name]), PUSH_LOG_LEVEL=self.args.log_level,
-            PUSH_LOCALIZATION_DIR=str(ROOT / "localization"),
-        )
-        env.update(self.extra_env.get(name, {}))
-        return env
-
-    def start_service(self, name, wait=True):
-        self.spawn(name, [str(self.bin / name)], env=self.service_env(name))
-        if wait:
-            self.wait_ready(name)
-
-    def wait_ready(self, name, timeout=60):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            p = self.procs[name]
-            if p.poll() is not None:
-                raise SetupError(f"{name} exited with {p.returncode} at start (see {self.logdir / (name + '.log')})")
-            try:
-                if hreq(self.port[name], "GET", "/readyz", timeout=2)[0] == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.1)
-        raise SetupError(f"{name} not ready within {timeout}s")
-
-    def kill9(self, name):
-        p = self.procs[name]
-        os.kill(p.pid, signal.SIGKILL)
-        p.wait(timeout=10)
-
-    def stop_proc(self, name, timeout=15):
-        p = self.procs.pop(name, None)
-        if p is None or p.poll() is not None:
-            return None
-        try:
-            p.terminate()
-            return p.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            log(f"{name} did not exit within {timeout}s of SIGTERM; killing it")
-            p.kill()
-            p.wait(timeout=10)
-            return "killed"
-
-    def stop_all(self):
-        """Services first (they drain), then the sandbox. Returns {name: exit status}."""
-        statuses = {}
-        for name in SERVICES[::-1] + ["apns-sandbox"]:
-            if name in self.procs:
-                statuses[name] = self.stop_proc(name)
-        return statuses
-
-    def pidfile(self, path):
-        try:
-            return int(Path(path).read_text().split()[0])
-        except (OSError, ValueError, IndexError):
-            return None
+        super().__init__(args.bin_dir, "chaos-smoke" if args.smoke else "chaos", 7951 if args.smoke else 7901,
+                         tokens=args.tokens, log_level=args.log_level)
+        self.drain_timeout = args.drain_timeout
+        self.ingest_key = "chaos-ingest-key"
 
 
-class ClusterStack(Stack):
+class ClusterStack(ChaosStack):
     """The stack of --cluster: a 3-node RabbitMQ cluster (scripts/rabbitmq-cluster.sh, nodes on
     127.0.0.1:8300, 8320, 8340; epmd 9300) and a Redis Cluster of 3 masters with a replica each
     (scripts/redis-cluster.sh, 127.0.0.1:8361-8366, node timeout 2 s), apns-sandbox on 8351 (admin
@@ -1162,7 +792,7 @@ def run_scenario(stack, name, latency, n_tokens):
     drain_s, drained, qs = wait_drained(stack, r, t_pub, live_n)
     result["drain"] = drain_s
     if not drained:
-        result["why"].append(f"not drained within {stack.args.drain_timeout}s")
+        result["why"].append(f"not drained within {stack.drain_timeout}s")
 
     # check
     accepted = check(stack, r, result, qs, tokens)
@@ -1187,7 +817,7 @@ WORK_QUEUES = ("push.requests", "push.registrations", "push.send", "push.feedbac
 def wait_drained(stack, r, t_pub, live_n):
     """Until the sandbox's answers stand still and every queue but push.dead is empty."""
     quiet = 5.0
-    deadline = t_pub + stack.args.drain_timeout
+    deadline = t_pub + stack.drain_timeout
     last, last_change, qs = None, time.time(), {}
     removed_target = len(r.dead)
     while time.time() < deadline:
@@ -1275,7 +905,7 @@ def registry_leftovers(stack, tokens, dead):
 
 def deliveries(stack):
     """Accepted deliveries by token (from GET /deliveries), and how many carried an apns-collapse-id."""
-    data = http_json(stack.port["admin"], "GET", f"/deliveries?limit={stack.args.tokens * 4 + 1000}", timeout=120)
+    data = http_json(stack.port["admin"], "GET", f"/deliveries?limit={stack.tokens * 4 + 1000}", timeout=120)
     items = data.get("deliveries", [])
     collapsed = sum(1 for d in items if "apns-collapse-id" in (d.get("headers") or {}))
     return collections.Counter(d["token"] for d in items), collapsed
@@ -1504,7 +1134,7 @@ def main():
         print(f"chaos: missing in {args.bin_dir}: {', '.join(missing)} (swift build first)", file=sys.stderr)
         return 3
 
-    stack = ClusterStack(args) if args.cluster else Stack(args)
+    stack = ClusterStack(args) if args.cluster else ChaosStack(args)
     results = []
     t0 = time.time()
 

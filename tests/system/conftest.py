@@ -1,26 +1,29 @@
-"""The system tests' fixtures: a private stack of the real executables (RabbitMQ, Redis,
-apns-sandbox and the four services on 127.0.0.1:8740-8747; RabbitMQ also derives 9740, 28740 and
-29740-29750) and helpers that drive it as a producer and an app do.
+"""The system tests' fixtures: private stacks of the real executables on loopback ports (the
+harness's `Stack`, tests/harness/stack.py), soft checks, and helpers that drive the shared stack as a
+producer and an app do.
 
-    python3 -m pytest tests/system --bin-dir .build/debug [-k producers] [--junitxml .local/system/junit.xml]
+    python3 -m pytest tests/system --bin-dir .build/debug [-k producers] [--junitxml .local/junit/system.xml]
 
-The stack is the one the chaos, hostile and Live Activity harnesses start (scripts/chaos/chaos.py).
+`stack` is the session's shared stack (RabbitMQ, Redis, apns-sandbox and the four services on
+127.0.0.1:8740-8747; RabbitMQ also derives 9740, 28740 and 29740-29750); a module whose stack is
+configured otherwise builds its own with `serve` in a module fixture.
 """
 import http.client
 import json
 import os
+import signal
 import subprocess
 import sys
-import time
-import types
 from pathlib import Path
 
 import pika
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "scripts" / "chaos"))
-import chaos  # noqa: E402  (the stack: servers, sandbox, services)
+sys.path.insert(0, str(ROOT / "tests"))
+from harness import net  # noqa: E402
+from harness.checks import Checks  # noqa: E402
+from harness.stack import SERVICES, SetupError, Stack  # noqa: E402
 
 APP = "com.example.producers"
 API_KEY = "system-ingest-key"
@@ -31,34 +34,66 @@ def pytest_addoption(parser):
     parser.addoption("--bin-dir", default=str(ROOT / ".build" / "debug"), help="the built executables (default .build/debug)")
 
 
+def pytest_configure(config):
+    # A SIGTERM (a CI timeout, `kill`) runs the fixtures' teardowns as Ctrl-C does: nothing is left running.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    config.check_counts = {}
+
+
 @pytest.fixture(scope="session")
 def bin_dir(request):
     path = Path(request.config.getoption("--bin-dir")).resolve()
-    missing = [name for name in chaos.SERVICES + ["apns-sandbox", "pushctl"] if not (path / name).exists()]
+    missing = [name for name in SERVICES + ["apns-sandbox", "pushctl"] if not (path / name).exists()]
     if missing:
         pytest.exit(f"--bin-dir {path} lacks {', '.join(missing)} (swift build first)", returncode=3)
     return path
 
 
-class SystemStack(chaos.Stack):
-    """chaos.Stack on ports of its own, with one app whose ingest key the tests present."""
+@pytest.fixture
+def checks(request):
+    """Soft checks for one test: each is printed and counted, and the test fails at its end naming
+    every check that failed."""
+    label = request.module.__name__.removeprefix("test_")
+    recorder = Checks(label)
+    yield recorder
+    counts = request.config.check_counts.setdefault(label, [0, 0])
+    counts[0] += recorder.passed
+    counts[1] += recorder.failed
+    if recorder.failures:
+        pytest.fail(f"{recorder.failed} of {recorder.passed + recorder.failed} checks failed:\n  " + "\n  ".join(recorder.failures),
+                    pytrace=False)
 
-    KEY_ID = "SYSTEM0001"
-    TEAM_ID = "TEAM000001"
+
+def pytest_terminal_summary(terminalreporter, config):
+    for label, (passed, failed) in sorted(getattr(config, "check_counts", {}).items()):
+        terminalreporter.write_line(f"{label}: {passed} checks passed, {failed} failed")
+
+
+def serve(stack):
+    """Starts `stack` for a fixture and yields it; at the end, every process must still run and exit 0
+    on SIGTERM (a process that died on its own fails the run), and the servers stop."""
+    try:
+        stack.start()
+    except SetupError as error:
+        pytest.exit(f"the {stack.name} stack did not start: {error} (logs in {stack.logdir})", returncode=3)
+    try:
+        yield stack
+    finally:
+        died = stack.exited()
+        statuses = stack.stop()
+    assert not died, f"exited while the tests ran (logs in {stack.logdir}): {died}"
+    unclean = {name: status for name, status in statuses.items() if status != 0}
+    assert not unclean, f"did not exit 0 on SIGTERM (logs in {stack.logdir}): {unclean}"
+
+
+class SystemStack(Stack):
+    """The shared stack, with one app whose ingest key the tests present."""
+
+    APP = APP
 
     def __init__(self, bin_dir):
-        super().__init__(types.SimpleNamespace(smoke=False, tokens=1000, bin_dir=str(bin_dir), log_level="info"))
-        self.relocate("system", BASE_PORT)
-        self.key = self.out / f"AuthKey_{self.KEY_ID}.p8"
-
-    def key_and_apps(self):
-        subprocess.run(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", str(self.key)],
-                       check=True, capture_output=True)
-        self.apps.write_text(json.dumps({"apps": {APP: {
-            "default": True, "environment": "production",
-            "apns": {"key_file": str(self.key), "key_id": self.KEY_ID, "team_id": self.TEAM_ID},
-            "ingest": {"api_keys": [API_KEY]},
-        }}}, indent=2))
+        super().__init__(bin_dir, "system", BASE_PORT)
+        self.ingest_key = API_KEY
 
     # What a device, a producer and an operator do.
     def api(self, method, path, body=None):
@@ -95,13 +130,13 @@ class SystemStack(chaos.Stack):
     def deliveries(self, token=None, channel=None):
         """What apns-sandbox accepted for a device token or a broadcast channel."""
         query = f"token={token}" if token else f"channel={channel}"
-        status, body = chaos.hreq(self.port["admin"], "GET", f"/deliveries?{query}")
+        status, body = net.hreq(self.port["admin"], "GET", f"/deliveries?{query}")
         assert status == 200, f"apns-sandbox /deliveries answered {status}"
         return json.loads(body)["deliveries"]
 
     def sandbox_token_state(self, token, state):
         """Tells apns-sandbox how APNs sees `token` (e.g. `liveactivity`: only liveactivity pushes)."""
-        status, _ = chaos.hreq(self.port["admin"], "PUT", f"/tokens/{token}", {"state": state})
+        status, _ = net.hreq(self.port["admin"], "PUT", f"/tokens/{token}", {"state": state})
         assert status in (200, 204), f"apns-sandbox PUT /tokens/{token} answered {status}"
 
     def dead_letters(self):
@@ -122,36 +157,14 @@ class SystemStack(chaos.Stack):
 
 def wait_for(what, probe, timeout=30.0):
     """probe() until it returns something true; fails the test naming `what` after `timeout` s."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(0.2)
-    pytest.fail(f"{what} within {timeout:.0f} s (last seen: {last!r})")
+    last = net.wait_for(probe, timeout, step=0.2)
+    if not last:
+        pytest.fail(f"{what} within {timeout:.0f} s (last seen: {last!r})")
+    return last
 
 
 @pytest.fixture(scope="session")
 def stack(bin_dir):
-    """The whole system on private loopback ports, started once for the session: the modules use
-    their own tokens, users and request ids, so they share it (a stack start is most of a module's
-    time). Every process must still run at the end and exit 0 on SIGTERM: a service that died on its
-    own fails the run."""
-    s = SystemStack(bin_dir)
-    try:
-        s.start_servers()
-        s.start_sandbox()
-        for name in chaos.SERVICES:
-            s.start_service(name)
-    except chaos.SetupError as error:
-        s.stop_all()
-        s.stop_servers()
-        pytest.exit(f"the stack did not start: {error}", returncode=3)
-    yield s
-    died = {name: p.returncode for name, p in s.procs.items() if p.poll() is not None}
-    statuses = s.stop_all()
-    s.stop_servers()
-    assert not died, f"exited while the tests ran (logs in {s.logdir}): {died}"
-    unclean = {name: status for name, status in statuses.items() if status != 0}
-    assert not unclean, f"did not exit 0 on SIGTERM (logs in {s.logdir}): {unclean}"
+    """The whole system, started once for the session: the modules use their own tokens, users and
+    request ids, so they share it (a stack start is most of a module's time)."""
+    yield from serve(SystemStack(bin_dir))

@@ -10,8 +10,8 @@ import signal
 import subprocess
 
 import pytest
-import chaos  # the stack library conftest puts on the path: port_free, hreq
 from conftest import ROOT, wait_for
+from harness import net
 
 # make run's ports (scripts/run-local.sh): RabbitMQ (and its derived ports), Redis, apns-sandbox,
 # the services and the console.
@@ -37,13 +37,6 @@ def blocks():
     return [(language, code) for language, code in fences() if language in RUN]
 
 
-def ready(port, path):
-    try:
-        return chaos.hreq(port, "GET", path, timeout=2)[0] == 200
-    except OSError:
-        return False
-
-
 def newcomer_env():
     return {k: v for k, v in os.environ.items() if not k.startswith("PUSH_")}
 
@@ -52,7 +45,7 @@ def newcomer_env():
 def make_run(bin_dir):
     """scripts/run-local.sh as `make run` starts it, as instance `readme` with fresh data; stopped
     with Ctrl-C (SIGINT) at the end, which must stop everything and exit 0."""
-    busy = [p for p in MAKE_RUN_PORTS if not chaos.port_free(p)]
+    busy = [p for p in MAKE_RUN_PORTS if not net.port_free(p)]
     if busy:
         pytest.fail(f"make run's ports {busy} are in use (a `make run` is up?); the README's examples need them")
     local = ROOT / ".local"
@@ -74,7 +67,7 @@ def make_run(bin_dir):
         assert process.poll() is None, f"make run exited {process.returncode} (see {log_path})"
         # As a newcomer waits for the services' "listening" lines: every service ready.
         for port, path in READY:
-            wait_for(f"make run's 127.0.0.1:{port}{path} answering 200", lambda: process.poll() is not None or ready(port, path), timeout=120)
+            wait_for(f"make run's 127.0.0.1:{port}{path} answering 200", lambda: process.poll() is not None or net.answers(port, path), timeout=120)
             assert process.poll() is None, f"make run exited {process.returncode} (see {log_path})"
         process.bin_dir = bin_dir
         yield process

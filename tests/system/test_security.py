@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The security features against the running binaries (scripts/checks/security.sh).
+"""The security features against the running binaries (scripts/checks/security.sh runs this module).
 
 The stack: the executables of --bin-dir on 127.0.0.1 (RabbitMQ 8600, which also derives 9600,
 28600 and 29600-29610; Redis 8601; apns-sandbox 8602 and its admin API 8603; push-ingest 8604;
@@ -31,7 +31,7 @@ redis-cli, apns-sandbox's /deliveries, the proxy's records, `ss`, the services' 
    answered 429 with Retry-After, each audited as login_budget for that address, and Redis counts
    the tries under that address; the operator logs in meanwhile from 198.51.100.7 (303), and how
    long it took.
-4. RabbitMQ 4: an info line (scripts/checks/rabbitmq4.sh covers it).
+4. RabbitMQ 4: scripts/checks/rabbitmq4.sh.
 5. Bounded state: 3 push-to-start slots, the 4th 409 naming max_activity_slots, HLEN of the slots
    hash 3; exactly 5 new tokens a minute (the device counts), then 429 naming
    new_tokens_per_minute (and the refused token not in Redis); an update of a known token 200. An
@@ -48,18 +48,14 @@ redis-cli, apns-sandbox's /deliveries, the proxy's records, `ss`, the services' 
    to the sandbox, and its log names the proxy with the password masked, never the password.
 Afterwards every process exits 0 on SIGTERM.
 
-    scripts/checks/security.sh [--bin-dir DIR]
+    scripts/checks/security.sh [--bin-dir DIR] [-k roles]
 
-Prints `PASS  …` or `FAIL  …: why` per check, `info  …` lines, and `security: N passed, N failed`;
-exits 1 when a check failed, 3 when a prerequisite is missing or the stack could not be set up.
-Everything started is stopped at the end, also on failure or Ctrl-C. Logs: .local/security/.
+Logs and the generated files: .local/security/.
 """
-import argparse
 import base64
 import concurrent.futures
 import hashlib
 import hmac
-import http.client
 import itertools
 import json
 import os
@@ -69,19 +65,16 @@ import select
 import shutil
 import socket
 import subprocess
-import sys
 import threading
 import time
 import urllib.parse
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "scripts" / "chaos"))
+import pytest
+from conftest import serve
+from harness import registry_keys
+from harness.net import call, http_json, wait_for
+from harness.stack import SetupError, Stack
 
-import chaos  # noqa: E402  (the chaos suite's stack: servers, sandbox, services)
-import registry_keys  # noqa: E402  (the registry's key layout)
-
-START = time.monotonic()
 BASE_PORT = 8600
 CONSOLE_PORT = BASE_PORT + 8
 PROXY_PORT = BASE_PORT + 9
@@ -104,72 +97,6 @@ SERVICES = ["push-ingest", "push-render", "push-send", "push-console"]
 RUN = secrets.token_hex(3)
 
 
-def log(text):
-    print(f"security | {time.strftime('%H:%M:%S')} {text}", flush=True)
-
-
-class Report:
-    def __init__(self):
-        self.passed = 0
-        self.failed = 0
-
-    def check(self, ok, what, why=""):
-        if ok:
-            self.passed += 1
-            print(f"PASS  {what}", flush=True)
-        else:
-            self.failed += 1
-            print(f"FAIL  {what}: {why or 'no detail'}", flush=True)
-        return ok
-
-    @staticmethod
-    def info(text):
-        print(f"info  {text}", flush=True)
-
-
-# --- plain HTTP (loopback) -------------------------------------------------------------------
-
-class Reply:
-    def __init__(self, status, headers, body):
-        self.status = status
-        self.headers = headers
-        self.body = body
-
-    def json(self):
-        try:
-            return json.loads(self.body)
-        except ValueError:
-            return None
-
-    def message(self):
-        """The JSON `message` (API) or `msg` (legacy), else the body's start."""
-        data = self.json()
-        if isinstance(data, dict):
-            return str(data.get("message", data.get("msg", data)))
-        return self.body[:300].decode(errors="replace")
-
-    def __str__(self):
-        return f"HTTP {self.status} {self.body[:300].decode(errors='replace')!r}"
-
-
-def call(port, method, path, body=None, headers=None, timeout=15):
-    """One request on a new connection; no redirects followed. A dict body goes as JSON, a str as is."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        all_headers = dict(headers or {})
-        data = body
-        if isinstance(body, (dict, list)):
-            data = json.dumps(body).encode()
-            all_headers.setdefault("Content-Type", "application/json")
-        elif isinstance(body, str):
-            data = body.encode()
-        conn.request(method, path, body=data, headers=all_headers)
-        resp = conn.getresponse()
-        return Reply(resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read())
-    finally:
-        conn.close()
-
-
 _addresses = itertools.count(1)
 
 
@@ -182,17 +109,6 @@ def fresh_address():
 
 def new_token():
     return secrets.token_hex(32)
-
-
-def wait_for(fn, timeout, step=0.25):
-    deadline = time.time() + timeout
-    last = None
-    while time.time() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(step)
-    return last
 
 
 # --- the CONNECT proxy in front of apns-sandbox ----------------------------------------------
@@ -217,7 +133,7 @@ class ConnectProxy:
             sock.bind(("127.0.0.1", self.port))
         except OSError as e:
             sock.close()
-            raise chaos.SetupError(f"the CONNECT proxy cannot listen on 127.0.0.1:{self.port}: {e}") from e
+            raise SetupError(f"the CONNECT proxy cannot listen on 127.0.0.1:{self.port}: {e}") from e
         sock.listen(64)
         self.listener = sock
         threading.Thread(target=self._accept, name="proxy-accept", daemon=True).start()
@@ -331,15 +247,14 @@ class ConnectProxy:
 
 # --- the stack -------------------------------------------------------------------------------
 
-class SecurityStack(chaos.Stack):
-    def __init__(self, args):
-        args.smoke = False
-        args.tokens = 100
-        super().__init__(args)
-        self.relocate("security", BASE_PORT)
+class SecurityStack(Stack):
+    APP = APP
+
+    def __init__(self, bin_dir):
+        super().__init__(bin_dir, "security", BASE_PORT, tokens=100, log_level="warning")
+        self.services = SERVICES
         self.port["push-console"] = CONSOLE_PORT
         self.port["proxy"] = PROXY_PORT
-        self.pids = self.out / "pids"
         self.operators = self.out / "operators.json"
         self.session_keys = self.out / "session-keys"
         self.password = secrets.token_urlsafe(18)
@@ -349,20 +264,31 @@ class SecurityStack(chaos.Stack):
         self.legacy_secret = secrets.token_hex(16)
         self.proxy_password = "pass" + secrets.token_hex(8)
         self.session_key = ""
+        self.proxy = ConnectProxy(PROXY_PORT, PROXY_USER, self.proxy_password)
+        self.extra_env = {
+            "push-ingest": {"PUSH_INGEST_RATE_PER_CLIENT": str(RATE_PER_CLIENT), "PUSH_INGEST_HEADER_TIMEOUT_S": str(HEADER_TIMEOUT_S),
+                            "PUSH_INGEST_TRUSTED_PROXIES": "127.0.0.1/32"},
+            "push-send": {"PUSH_APNS_PROXY": f"http://{PROXY_USER}:{self.proxy_password}@127.0.0.1:{PROXY_PORT}",
+                          "PUSH_LOG_LEVEL": "info"},
+            "push-console": {"PUSH_CONSOLE_OPERATORS_FILE": str(self.operators), "PUSH_CONSOLE_SESSION_KEYS_FILE": str(self.session_keys),
+                             "PUSH_CONSOLE_TRUSTED_PROXIES": "127.0.0.1/32", "PUSH_LOG_FORMAT": "json", "PUSH_LOG_LEVEL": "info"},
+        }
 
     def start_servers(self):
         shutil.rmtree(self.out, ignore_errors=True)
-        self.out.mkdir(parents=True)
-        self.pids.write_text("")
         super().start_servers()
+        self.write_console_files()
+        self.proxy.start()
 
-    def key_and_apps(self):
-        key = self.out / "AuthKey_SECURITY01.p8"
-        subprocess.run(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", str(key)],
-                       check=True, capture_output=True)
-        apns = {"key_file": str(key), "key_id": "SECURITY01", "team_id": "TEAM000001"}
+    def stop(self):
+        try:
+            return super().stop()
+        finally:
+            self.proxy.stop()
+
+    def app_definitions(self, apns):
         limits = {"per_device_per_hour": 1000, "per_app_per_second": 10000}
-        apps = {"apps": {
+        return {
             APP: {"default": True, "environment": "production", "apns": apns, "rate_limits": limits,
                   "ingest": {"api_keys": [self.ingest_keys[APP]]}},
             BOUNDED: {"environment": "production", "apns": apns, "rate_limits": limits,
@@ -371,26 +297,14 @@ class SecurityStack(chaos.Stack):
             LEGACY: {"environment": "production", "apns": apns, "rate_limits": limits,
                      "ingest": {"api_keys": [self.ingest_keys[LEGACY]], "credential": "hmac-sha256",
                                 "secret": self.legacy_secret}},
-        }}
-        self.apps.write_text(json.dumps(apps, indent=2))
-
-    def spawn(self, name, argv, env=None):
-        p = super().spawn(name, argv, env)
-        with open(self.pids, "a") as f:
-            f.write(f"{p.pid}\n")
-        return p
-
-    def pushctl(self, *argv, stdin=""):
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PUSH_")}
-        return subprocess.run([str(self.bin / "pushctl"), *argv], input=stdin, capture_output=True, text=True,
-                              timeout=120, env=env, cwd=str(ROOT))
+        }
 
     def hashed(self, subcommand, secret):
         r = self.pushctl("console", subcommand, stdin=secret)
         lines = [line.strip() for line in r.stdout.splitlines() if line.strip()]
         if r.returncode != 0 or not lines:
-            raise chaos.SetupError(f"`pushctl console {subcommand}` failed (exit {r.returncode}): "
-                                   f"{(r.stderr or r.stdout).strip()[-600:] or 'no output'}")
+            raise SetupError(f"`pushctl console {subcommand}` failed (exit {r.returncode}): "
+                             f"{(r.stderr or r.stdout).strip()[-600:] or 'no output'}")
         return lines[-1]
 
     def write_private(self, path, text):
@@ -408,32 +322,13 @@ class SecurityStack(chaos.Stack):
         self.write_private(self.operators, json.dumps(operators, indent=2))
         r = subprocess.run(["openssl", "rand", "-hex", "32"], capture_output=True, text=True)
         if r.returncode != 0 or len(r.stdout.strip()) != 64:
-            raise chaos.SetupError(f"`openssl rand -hex 32` failed: {r.stderr.strip()}")
+            raise SetupError(f"`openssl rand -hex 32` failed: {r.stderr.strip()}")
         self.session_key = r.stdout.strip()
         self.write_private(self.session_keys, self.session_key + "\n")
 
-    def stop_all(self):
-        statuses = {}
-        if "push-console" in self.procs:
-            statuses["push-console"] = self.stop_proc("push-console")
-        statuses.update(super().stop_all())
-        return statuses
-
-    def log_text(self, name):
-        path = self.out / f"{name}.log"
-        return path.read_text(errors="replace") if path.exists() else ""
-
     def console_records(self):
         """The JSON lines of push-console's log."""
-        records = []
-        for line in self.log_text("push-console").splitlines():
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict):
-                records.append(record)
-        return records
+        return self.log_records("push-console")
 
     def ingest(self, method, path, body=None, app_key=None, address=None, headers=None):
         """A request to push-ingest from its own client address (X-Forwarded-For)."""
@@ -472,26 +367,18 @@ def session_cookie(reply):
 
 # --- the checks ------------------------------------------------------------------------------
 
-class Checks:
-    def __init__(self, stack, proxy, report):
+class Scenario:
+    """What the checks share on the module's stack: its tokens and the request the roles sent.
+    `check` is the running test's."""
+
+    def __init__(self, stack):
         self.stack = stack
-        self.proxy = proxy
-        self.report = report
-        self.check = report.check
+        self.proxy = stack.proxy if stack else None
+        self.check = None
         self.timings = {}
         self.roles_token = new_token()
         self.roles_request = f"security-roles-{RUN}"
         self.full_tokens = [self.roles_token]
-
-    def step(self, name, fn):
-        t = time.monotonic()
-        try:
-            fn()
-        except (chaos.Interrupted, chaos.SetupError):
-            raise
-        except Exception as e:  # noqa: BLE001  (a failed step is reported, the next one runs)
-            self.check(False, f"{name} ran to the end", f"{type(e).__name__}: {str(e).strip()[:500]}")
-        self.timings[name] = time.monotonic() - t
 
     def register(self, app, token, body=None):
         return self.stack.ingest("PUT", f"/v1/apps/{app}/devices/{token}", body=body or {"user": "security-user", "locale": "en"},
@@ -655,7 +542,7 @@ class Checks:
         self.check(r.status == 303 and session_cookie(r) is not None,
                    f"logins: meanwhile the operator logs in from X-Forwarded-For {OPERATOR_ADDRESS}: 303 in {took:.2f} s "
                    f"(the flood took {flood:.2f} s)", f"{r}")
-        self.report.info(f"logins: the operator's login took {took:.2f} s during the flood; flood statuses {counts}")
+        self.check.log(f"logins: the operator's login took {took:.2f} s during the flood; flood statuses {counts}")
         self.check(bool(retry_after) and all(x.isdigit() and 1 <= int(x) <= 60 for x in retry_after),
                    "logins: every 429 has Retry-After (1-60 s)", f"Retry-After values {sorted(set(retry_after))}")
 
@@ -680,11 +567,6 @@ class Checks:
                    f"clients of {OPERATOR}'s logins: {[x.get('push.client') for x in mine]}")
 
     # 4
-    def rabbitmq4(self):
-        self.report.info("RabbitMQ 4 (dead letters never dropped by a delivery limit): not checked here; "
-                         "scripts/checks/rabbitmq4.sh runs the broker tests against RabbitMQ 4.0.5")
-
-    # 5
     def bounded_state(self):
         s = self.stack
         key = s.ingest_keys[BOUNDED]
@@ -905,7 +787,7 @@ class Checks:
                    f"exit {done.returncode}: {(done.stderr or done.stdout).strip()[-300:]}")
 
         def delivered(t):
-            data = chaos.http_json(s.port["admin"], "GET", f"/deliveries?token={t}", timeout=10)
+            data = http_json(s.port["admin"], "GET", f"/deliveries?token={t}", timeout=10)
             return (data or {}).get("deliveries", [])
 
         got = wait_for(lambda: delivered(token), 30, step=0.3) or []
@@ -952,83 +834,56 @@ class Checks:
         full = [t[:12] for t in self.full_tokens if t in console]
         self.check(not full, "push-console's log holds no full device token", f"tokens {full}")
 
-    def run(self):
-        self.step("1 roles", self.roles)
-        self.step("2 sessions", self.sessions)
-        self.step("3 logins", self.logins)
-        self.step("4 rabbitmq 4", self.rabbitmq4)
-        self.step("5 bounded state", self.bounded_state)
-        self.step("6 legacy credential", self.legacy_credential)
-        self.step("7 small ones", self.small_ones)
-        self.step("8 egress proxy", self.egress_proxy)
-        time.sleep(0.3)  # the last audit lines reach the log
-        self.step("1 roles (audit log)", self.roles_audit)
-        self.step("logs", self.no_secrets_in_logs)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--bin-dir", default=str(ROOT / ".build" / "debug"))
-    parser.add_argument("--log-level", default="warning")
-    parser.add_argument("--timeout", type=float, default=240, help="seconds the whole run may take")
-    args = parser.parse_args()
-    os.environ["NO_PROXY"] = os.environ["no_proxy"] = "127.0.0.1,localhost"
-    for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
-        os.environ.pop(name, None)
-    missing = [n for n in ["apns-sandbox", *SERVICES, "pushctl"] if not (Path(args.bin_dir) / n).exists()]
-    if missing:
-        print(f"security: missing in {args.bin_dir}: {', '.join(missing)} (swift build first)", file=sys.stderr)
-        return 3
-
-    report = Report()
-    stack = SecurityStack(args)
-    proxy = ConnectProxy(PROXY_PORT, PROXY_USER, stack.proxy_password)
-    checks = Checks(stack, proxy, report)
-    times = {}
-
-    def body():
-        t = time.monotonic()
-        stack.start_servers()
-        stack.write_console_files()
-        stack.start_sandbox()
-        proxy.start()
-        stack.extra_env = {
-            "push-ingest": {"PUSH_INGEST_RATE_PER_CLIENT": str(RATE_PER_CLIENT), "PUSH_INGEST_HEADER_TIMEOUT_S": str(HEADER_TIMEOUT_S),
-                            "PUSH_INGEST_TRUSTED_PROXIES": "127.0.0.1/32"},
-            "push-send": {"PUSH_APNS_PROXY": f"http://{PROXY_USER}:{stack.proxy_password}@127.0.0.1:{PROXY_PORT}",
-                          "PUSH_LOG_LEVEL": "info"},
-            "push-console": {"PUSH_CONSOLE_OPERATORS_FILE": str(stack.operators), "PUSH_CONSOLE_SESSION_KEYS_FILE": str(stack.session_keys),
-                             "PUSH_CONSOLE_TRUSTED_PROXIES": "127.0.0.1/32", "PUSH_LOG_FORMAT": "json", "PUSH_LOG_LEVEL": "info"},
-        }
-        for name in SERVICES:
-            stack.start_service(name, wait=False)
-        for name in SERVICES:
-            stack.wait_ready(name)
-        times["setup"] = time.monotonic() - t
-        log(f"stack up in {times['setup']:.1f} s (RabbitMQ {stack.port['amqp']}, Redis {stack.port['redis']}, apns-sandbox "
-            f"{stack.port['apns']}, push-ingest {stack.port['push-ingest']}, push-console {CONSOLE_PORT}, proxy {PROXY_PORT})")
-        t = time.monotonic()
-        try:
-            checks.run()
-        finally:
-            times["checks"] = time.monotonic() - t
-
-    try:
-        rc, statuses = chaos.run_stack(stack, body, timeout=args.timeout, say=log)
-    finally:
-        proxy.stop()
-    for name in SERVICES + ["apns-sandbox"]:
-        if name in statuses:
-            report.check(statuses[name] in (0, None), f"{name} exits 0 on SIGTERM", f"exit {statuses[name]}")
-    if rc:
-        report.check(False, "the stack ran", f"{'setup failed' if rc == 3 else 'interrupted or timed out'} (logs in {stack.out})")
-    timings = ", ".join(f"{k} {v:.1f} s" for k, v in {**times, **checks.timings}.items())
-    report.info(f"timings: {timings or 'none'}; logs in {stack.out}")
-    print(f"security: {report.passed} passed, {report.failed} failed ({time.monotonic() - START:.0f} s)", flush=True)
-    if rc == 3:
-        return 3
-    return 1 if report.failed or rc else 0
+@pytest.fixture(scope="module")
+def scenario(bin_dir):
+    state = Scenario(None)
+    for stack in serve(SecurityStack(bin_dir)):
+        state.stack, state.proxy = stack, stack.proxy
+        yield state
+    print("timings: " + ", ".join(f"{k} {v:.1f} s" for k, v in state.timings.items()))
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+@pytest.fixture
+def sec(scenario, checks):
+    """The scenario, its checks counted in the running test."""
+    scenario.check = checks
+    return scenario
+
+
+def test_roles(sec):
+    sec.roles()
+
+
+def test_sessions(sec):
+    sec.sessions()
+
+
+def test_logins(sec):
+    sec.logins()
+
+
+def test_bounded_state(sec):
+    sec.bounded_state()
+
+
+def test_legacy_credential(sec):
+    sec.legacy_credential()
+
+
+def test_small_ones(sec):
+    sec.small_ones()
+
+
+def test_egress_proxy(sec):
+    sec.egress_proxy()
+
+
+def test_roles_audit(sec):
+    time.sleep(0.3)  # the last audit lines reach the log
+    sec.roles_audit()
+
+
+def test_no_secrets_in_logs(sec):
+    sec.no_secrets_in_logs()

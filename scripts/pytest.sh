@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# One system check as pytest runs it: the given modules of tests/system on private stacks of the
+# --bin-dir executables (tests/harness), with pytest's report, -k selection and JUnit XML in
+# .local/junit/NAME.xml. Installs what the harness needs first (apt: python3-pytest, python3-pika,
+# redis-tools, openssl, iproute2); RabbitMQ and Redis come from scripts/install-deps.sh.
+#
+#   scripts/pytest.sh NAME tests/system/test_X.py... [--bin-dir DIR] [pytest arguments, e.g. -k roles]
+#
+# PUSH_PYTHON runs another interpreter (a check's virtualenv, which brings pytest and pika itself).
+# Exits as pytest does: 0 passed, 1 a test failed, 2 interrupted, 3 the stack could not be set up.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PROG=pytest.sh
+NAME=${1:?usage: scripts/pytest.sh NAME MODULE... [--bin-dir DIR] [pytest arguments]}
+shift
+BIN_DIR=$ROOT/.build/debug
+modules=()
+args=()
+while (($#)); do
+    case $1 in
+        --bin-dir) BIN_DIR=${2:?--bin-dir needs a directory}; shift 2 ;;
+        --bin-dir=*) BIN_DIR=${1#*=}; shift ;;
+        tests/*) modules+=("$1"); shift ;;
+        *) args+=("$1"); shift ;;
+    esac
+done
+# A relative --bin-dir is the caller's; from here on everything runs in the package root.
+[[ -d $BIN_DIR ]] && BIN_DIR=$(cd "$BIN_DIR" && pwd)
+cd "$ROOT"
+
+PY=${PUSH_PYTHON:-/usr/bin/python3}
+[[ -x $PY ]] || PY=$(command -v python3) || { echo "$PROG: python3 is missing" >&2; exit 3; }
+needed=()
+if [[ -z ${PUSH_PYTHON:-} ]]; then
+    "$PY" -c 'import pytest' 2>/dev/null || needed+=(python3-pytest)
+    "$PY" -c 'import pika' 2>/dev/null || needed+=(python3-pika)
+fi
+command -v redis-cli >/dev/null || needed+=(redis-tools)
+command -v openssl >/dev/null || needed+=(openssl)
+command -v ss >/dev/null || needed+=(iproute2)
+if ((${#needed[@]})); then
+    # shellcheck source=scripts/apt.sh
+    . "$ROOT/scripts/apt.sh"
+    apt_install "${needed[@]}" || { echo "$PROG: could not install ${needed[*]}" >&2; exit 3; }
+fi
+if ! command -v redis-server >/dev/null || [[ ! -x ${PUSH_RABBITMQ_BIN_DIR:-/usr/lib/rabbitmq/bin}/rabbitmq-server ]]; then
+    echo "$PROG: RabbitMQ or Redis is not installed (run scripts/install-deps.sh)" >&2
+    exit 3
+fi
+
+# Loopback only: no proxy of the caller's may sit between a check and its stack.
+export NO_PROXY=127.0.0.1,localhost no_proxy=127.0.0.1,localhost
+unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
+LOCAL="${PUSH_LOCAL_DIR:-$ROOT/.local}"
+mkdir -p "$LOCAL/junit"
+exec "$PY" -m pytest "${modules[@]}" --bin-dir "$BIN_DIR" -p no:cacheprovider -ra \
+    --junitxml "$LOCAL/junit/$NAME.xml" -o junit_suite_name="$NAME" "${args[@]}"
