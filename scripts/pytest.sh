@@ -4,9 +4,11 @@
 # .local/junit/NAME.xml. Installs what the harness needs first (apt: python3-pytest, python3-pika,
 # redis-tools, openssl, iproute2); RabbitMQ and Redis come from scripts/install-deps.sh.
 #
-#   scripts/pytest.sh NAME tests/system/test_X.py... [--bin-dir DIR] [pytest arguments, e.g. -k roles]
+#   scripts/pytest.sh NAME tests/system/test_X.py... [--bin-dir DIR] [--requirements FILE]
+#                     [pytest arguments, e.g. -k roles]
 #
-# PUSH_PYTHON runs another interpreter (a check's virtualenv, which brings pytest and pika itself).
+# --requirements runs the modules in the virtualenv .local/venv-NAME holding exactly FILE's pins
+# (which bring pytest and pika themselves), made or remade when the pins change.
 # Exits as pytest does: 0 passed, 1 a test failed, 2 interrupted, 3 the stack could not be set up.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -14,12 +16,14 @@ PROG=pytest.sh
 NAME=${1:?usage: scripts/pytest.sh NAME MODULE... [--bin-dir DIR] [pytest arguments]}
 shift
 BIN_DIR=$ROOT/.build/debug
+REQUIREMENTS=""
 modules=()
 args=()
 while (($#)); do
     case $1 in
         --bin-dir) BIN_DIR=${2:?--bin-dir needs a directory}; shift 2 ;;
         --bin-dir=*) BIN_DIR=${1#*=}; shift ;;
+        --requirements) REQUIREMENTS=${2:?--requirements needs a file}; shift 2 ;;
         tests/*) modules+=("$1"); shift ;;
         *) args+=("$1"); shift ;;
     esac
@@ -28,10 +32,16 @@ done
 [[ -d $BIN_DIR ]] && BIN_DIR=$(cd "$BIN_DIR" && pwd)
 cd "$ROOT"
 
-PY=${PUSH_PYTHON:-/usr/bin/python3}
-[[ -x $PY ]] || PY=$(command -v python3) || { echo "$PROG: python3 is missing" >&2; exit 3; }
+# shellcheck source=scripts/apt.sh
+. "$ROOT/scripts/apt.sh"
+LOCAL="${PUSH_LOCAL_DIR:-$ROOT/.local}"
 needed=()
-if [[ -z ${PUSH_PYTHON:-} ]]; then
+if [[ -n $REQUIREMENTS ]]; then
+    pinned_venv "$LOCAL/venv-$NAME" "$REQUIREMENTS" pytest pika || exit 3
+    PY=$LOCAL/venv-$NAME/bin/python
+else
+    PY=/usr/bin/python3
+    [[ -x $PY ]] || PY=$(command -v python3) || { echo "$PROG: python3 is missing" >&2; exit 3; }
     "$PY" -c 'import pytest' 2>/dev/null || needed+=(python3-pytest)
     "$PY" -c 'import pika' 2>/dev/null || needed+=(python3-pika)
 fi
@@ -39,8 +49,6 @@ command -v redis-cli >/dev/null || needed+=(redis-tools)
 command -v openssl >/dev/null || needed+=(openssl)
 command -v ss >/dev/null || needed+=(iproute2)
 if ((${#needed[@]})); then
-    # shellcheck source=scripts/apt.sh
-    . "$ROOT/scripts/apt.sh"
     apt_install "${needed[@]}" || { echo "$PROG: could not install ${needed[*]}" >&2; exit 3; }
 fi
 if ! command -v redis-server >/dev/null || [[ ! -x ${PUSH_RABBITMQ_BIN_DIR:-/usr/lib/rabbitmq/bin}/rabbitmq-server ]]; then
@@ -51,7 +59,6 @@ fi
 # Loopback only: no proxy of the caller's may sit between a check and its stack.
 export NO_PROXY=127.0.0.1,localhost no_proxy=127.0.0.1,localhost
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
-LOCAL="${PUSH_LOCAL_DIR:-$ROOT/.local}"
 mkdir -p "$LOCAL/junit"
 exec "$PY" -m pytest "${modules[@]}" --bin-dir "$BIN_DIR" -p no:cacheprovider -ra \
     --junitxml "$LOCAL/junit/$NAME.xml" -o junit_suite_name="$NAME" "${args[@]}"
