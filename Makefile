@@ -187,16 +187,16 @@ format:
 lint:
 	@bash scripts/format.sh --check
 
-# The hostile-input catalogue (issue 18): for every queue and push-ingest's HTTP API, extreme and
+# The hostile-input catalogue: for every queue and push-ingest's HTTP API, extreme and
 # malformed numbers, strings, nesting, encodings, sizes and AMQP headers through pika against the
 # real services; checks every service stays up (same PIDs), every invalid message is in push.dead
 # with its reason, HTTP refusals are 4xx naming the field, no queue keeps anything, and a good push
-# still arrives (release build; private stack on 127.0.0.1:38800-38807, stopped afterwards).
+# still arrives (release build; private stack on 127.0.0.1:8800-8807, stopped afterwards).
 # `make test` runs a sample of it (the first and every 8th case of each kind) with the debug build
 # (scripts/checks/hostile.sh), `make check` the whole catalogue (scripts/checks/hostile-full.sh);
-# `scripts/hostile.sh --list` prints every case, `make hostile HOSTILE_ARGS="--only push.send"` a part.
+# `scripts/checks/hostile.sh --full --collect-only -q` lists every case, `make hostile HOSTILE_ARGS="-k push.send"` runs a part.
 HOSTILE_ARGS ?=
 .PHONY: hostile
 hostile: deps
 	@for p in $(CHAOS_PRODUCTS); do swift build -c release --product $$p || exit 1; done
-	@bash scripts/hostile.sh --bin-dir "$$(swift build -c release --show-bin-path)" $(HOSTILE_ARGS)
+	@bash scripts/checks/hostile.sh --full --bin-dir "$$(swift build -c release --show-bin-path)" $(HOSTILE_ARGS)

@@ -32,6 +32,7 @@ BASE_PORT = 8740
 
 def pytest_addoption(parser):
     parser.addoption("--bin-dir", default=str(ROOT / ".build" / "debug"), help="the built executables (default .build/debug)")
+    parser.addoption("--full", action="store_true", help="every case of a catalogue, not make test's sample of it")
 
 
 def pytest_configure(config):

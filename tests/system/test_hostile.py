@@ -1,8 +1,8 @@
-#!/usr/bin/python3
-"""The hostile-input catalogue (`make hostile`, run by `make check`; `make test` runs a sample,
---smoke): no input can kill a service.
+"""The hostile-input catalogue: no input can kill a service. `make test` runs a sample (the first
+and every 8th case of each target, phase and expectation), `make check` and `make hostile` the whole
+catalogue (--full); each case is a test of its own (`-k` selects, `--collect-only -q` lists them).
 
-    scripts/hostile.sh [--bin-dir DIR] [--only TEXT ...] [--smoke] [--list] [--json FILE] [--log-level LEVEL]
+    scripts/checks/hostile.sh [--bin-dir DIR] [--full] [-k TEXT] [--collect-only -q]
 
 On a private stack on 127.0.0.1 (RabbitMQ and Redis from scripts/rabbitmq.sh and scripts/redis.sh,
 instance `hostile`; apns-sandbox and the four services of --bin-dir, default .build/debug), it
@@ -35,13 +35,9 @@ Ports: 8800 RabbitMQ, 8801 Redis, 8802 apns-sandbox, 8803 its admin API, 8804-88
 push-ingest, push-render, push-send, push-feedback (PUSH_HTTP_PORT). scripts/rabbitmq.sh also derives
 epmd 9800 and Erlang distribution ports 28800, 29800-29810 from the AMQP port.
 
-Prints a table (case, target, expected, observed, result) and `N passed, N failed`; exits 1 if
-anything failed, 2 on a usage error, 3 when the stack could not be set up. Logs:
-.local/hostile/<service>.log. Everything it started is stopped at the end, also on failure or
-Ctrl-C.
+Logs: .local/hostile/<service>.log.
 """
 
-import argparse
 import decimal
 import hashlib
 import json
@@ -55,27 +51,22 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field as dc_field
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "chaos"))
-import chaos  # noqa: E402  (the stack: servers, sandbox, services)
-from chaos import SERVICES, SetupError, hreq  # noqa: E402
+import pika
+import pika.data
+import pytest
+from conftest import serve
+from harness import registry_keys
+from harness.net import hreq, http_json
+from harness.stack import SERVICES, Stack
 
-import pika  # noqa: E402  (chaos exits with a message when it is missing)
-import pika.data  # noqa: E402
-
-ROOT = chaos.ROOT
 APP = "com.example.hostile"
 API_KEY = "hostile-ingest-key"
 BASE_PORT = 8800
-START = time.time()
 
 
 def log(msg):
     print(f"hostile | {time.strftime('%H:%M:%S')} {msg}", flush=True)
-
-
-chaos.log = log   # the shared stack code logs through this module's prefix
 
 
 def tok(name):
@@ -1141,32 +1132,31 @@ def parse_response(buf):
     return status, headers, rest
 
 
-class HostileStack(chaos.Stack):
-    def __init__(self, args):
-        args.smoke = False
-        args.tokens = 2000
-        super().__init__(args)
-        self.relocate("hostile", BASE_PORT)
+class HostileStack(Stack):
+    APP = APP
+
+    def __init__(self, bin_dir):
+        super().__init__(bin_dir, "hostile", BASE_PORT, tokens=2000)
+        self.ingest_key = API_KEY
         self.extra_env = {"push-ingest": {"PUSH_INGEST_REQUEST_TIMEOUT_S": "2"}}
 
-    def key_and_apps(self):
-        key = self.out / "AuthKey_HOSTILE001.p8"
-        subprocess.run(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", str(key)],
-                       check=True, capture_output=True)
-        apps = {"apps": {APP: {
-            "default": True, "environment": "production", "display_names": ["Hostile"],
-            "apns": {"key_file": str(key), "key_id": "HOSTILE001", "team_id": "TEAM000001"},
+    def start_servers(self):
+        super().start_servers()
+        for f in self.out.glob("*.log"):   # this run's logs only
+            f.unlink()
+
+    def app_definitions(self, apns):
+        return {APP: {
+            "default": True, "environment": "production", "display_names": ["Hostile"], "apns": apns,
             "ingest": {"api_keys": [API_KEY], "credential": "md5", "push_token": True},
             "rate_limits": {"per_device_per_hour": 1000, "per_app_per_second": 10000000},
-        }}}
-        self.apps.write_text(json.dumps(apps, indent=2))
+        }}
 
 
 class Run:
-    def __init__(self, stack, cases, args):
+    def __init__(self, stack, cases):
         self.stack = stack
         self.cases = cases
-        self.args = args
         self.by_id = {c.id: c for c in cases}
         self.dead = {}          # case id -> [x-push-error or x-death reason]
         self.unattributed = []
@@ -1331,7 +1321,7 @@ class Run:
 
     # verification --------------------------------------------------------------------------------------
     def load_deliveries(self):
-        data = chaos.http_json(self.stack.port["admin"], "GET", "/deliveries?limit=100000", timeout=30)
+        data = http_json(self.stack.port["admin"], "GET", "/deliveries?limit=100000", timeout=30)
         self.deliveries = {}
         for d in data.get("deliveries", []):
             self.deliveries.setdefault(d["token"], []).append(d)
@@ -1354,7 +1344,7 @@ class Run:
         return f"report has {wrong}, expected {expected}" if wrong else None
 
     def registered_check(self, token, stored):
-        exists = self.stack.redis("EXISTS", chaos.registry_keys.Registry(lambda *argv: self.stack.redis(*argv), APP).record(token)) == "1"
+        exists = self.stack.redis("EXISTS", registry_keys.Registry(lambda *argv: self.stack.redis(*argv), APP).record(token)) == "1"
         if exists != stored:
             return "not stored in Redis" if stored else "stored in Redis"
         return None
@@ -1454,36 +1444,6 @@ def short(text, n=110):
     return text if len(text) <= n else text[:n - 1] + "…"
 
 
-def print_table(cases, checks):
-    head = ["case", "target", "expected", "observed", "result"]
-    rows = []
-    for c in cases:
-        exp = c.expect + (f" naming {c.field}" if c.field and c.expect in ("dead", "4xx") else "")
-        rows.append([short(c.id, 44), c.target, exp, short(c.observed, 120), c.result or "-"])
-    for name, exp, obs, ok in checks:
-        rows.append([name, "stack", exp, short(obs, 120), "PASS" if ok else "FAIL"])
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
-    widths[3] = min(widths[3], 120)
-    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
-    print()
-    print(line(head))
-    print(line(["-" * w for w in widths]))
-    for r in rows:
-        print(line(r))
-    print()
-
-
-def list_catalogue(cases):
-    print(f"{'case':44s}  {'target':18s}  {'phase':5s}  expected  (what; note)")
-    for c in cases:
-        exp = c.expect + (f" naming {c.field}" if c.field and c.expect in ("dead", "4xx") else "")
-        print(f"{short(c.id, 44):44s}  {c.target:18s}  {c.phase:5s}  {exp}  ({c.what}{'; ' + c.note if c.note else ''})")
-    per = {}
-    for c in cases:
-        per[c.target] = per.get(c.target, 0) + 1
-    print("\n" + ", ".join(f"{t}: {n}" for t, n in per.items()) + f"; {len(cases)} in all")
-
-
 SMOKE_STRIDE = 8
 
 
@@ -1501,62 +1461,6 @@ def smoke_sample(cases):
         if index % SMOKE_STRIDE == 0:
             chosen.add(c.id)
     return chosen
-
-
-def main():
-    ap = argparse.ArgumentParser(prog="hostile", description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
-    ap.add_argument("--bin-dir", default=str(ROOT / ".build" / "debug"), help="the executables (default .build/debug)")
-    ap.add_argument("--only", action="append", default=[], metavar="TEXT", help="run only cases whose id or target contains TEXT (repeatable)")
-    ap.add_argument("--list", action="store_true", help="print the catalogue and exit")
-    ap.add_argument("--smoke", action="store_true",
-                    help=f"a sample for make test: the first and every {SMOKE_STRIDE}th case of each target, phase and "
-                         "expectation (make check runs the whole catalogue)")
-    ap.add_argument("--known-bugs", action="store_true", help="also run the cases that still kill a service (KNOWN_BUGS), last")
-    ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
-    ap.add_argument("--log-level", default="info")
-    ap.add_argument("--timeout", type=float, default=240, help="seconds the whole run may take before it gives up (default 240)")
-    args = ap.parse_args()
-
-    # The deep-header cases once killed every service (now read to a depth of 32): in the default run.
-    cases = catalogue() + known_bug_cases()
-    if args.only or args.smoke:
-        chosen = {c.id for c in cases if any(t in c.id or t in c.target for t in args.only)} if args.only else smoke_sample(cases)
-        # A chosen case brings its setup (the registration a feedback case removes).
-        cases = [c for c in cases if c.id in chosen or (c.id.startswith("setup-") and c.id[len("setup-"):] in chosen)]
-    if args.list:
-        list_catalogue(cases)
-        return 0
-    missing = [b for b in ["apns-sandbox", *SERVICES] if not (Path(args.bin_dir) / b).is_file()]
-    if missing:
-        print(f"hostile: missing in {args.bin_dir}: {', '.join(missing)} (swift build first)", file=sys.stderr)
-        return 3
-
-    stack = HostileStack(args)
-    run = Run(stack, cases, args)
-    outcome = {"rc": 0}
-    stopped, statuses = chaos.run_stack(stack, lambda: outcome.update(rc=execute(stack, run)), timeout=args.timeout, say=log)
-    rc = stopped or outcome["rc"]
-    for name, code in statuses.items():
-        if rc == 0 and code not in (0, None):
-            run.checks.append((f"{name} SIGTERM", "exit 0", f"exit {code}", False))
-    not_run = [c for c in cases if not c.result]
-    for c in not_run:
-        c.result, c.observed = "FAIL", c.observed or "not run"
-    print_table([c for c in cases if c not in not_run or not rc], run.checks)
-    if not_run and rc:
-        print(f"{len(not_run)} cases not run")
-    failed = sum(1 for c in cases if c.result != "PASS") + sum(1 for *_, ok in run.checks if not ok)
-    passed = len(cases) + len(run.checks) - failed
-    if args.json:
-        Path(args.json).write_text(json.dumps([{k: v for k, v in c.__dict__.items() if k not in ("body", "raw", "verify", "props")}
-                                               for c in cases] + [dict(zip(("check", "expected", "observed", "ok"), ch)) for ch in run.checks],
-                                              indent=2, default=str))
-    log(f"logs in {stack.out}; {time.time() - START:.0f}s in all")
-    print(f"{passed} passed, {failed} failed")
-    if rc:
-        return rc
-    return 1 if failed else 0
 
 
 def run_phase_b(stack, run, b):
@@ -1599,18 +1503,8 @@ def run_phase_b(stack, run, b):
 
 def execute(stack, run):
     cases = run.cases
-    t0 = time.time()
-    stack.start_servers()
-    for f in stack.out.glob("*.log"):   # this run's logs only
-        f.unlink()
-    stack.wait_ports_free([p for k, p in stack.port.items() if k not in ("amqp", "redis")])
-    stack.start_sandbox()
-    for s in SERVICES:
-        stack.start_service(s, wait=False)
-    for s in SERVICES:
-        stack.wait_ready(s)
     run.record_pids()
-    log(f"stack up in {time.time() - t0:.1f}s; {len(cases)} cases")
+    log(f"{len(cases)} cases")
 
     # Phase P: what later cases need stored first (the tokens feedback events remove).
     p = [c for c in cases if c.phase == "P"]
@@ -1677,7 +1571,7 @@ def execute(stack, run):
     deadline = time.time() + 20
     got = None
     while time.time() < deadline:
-        data = chaos.http_json(stack.port["admin"], "GET", f"/deliveries?token={good_token}", timeout=5)
+        data = http_json(stack.port["admin"], "GET", f"/deliveries?token={good_token}", timeout=5)
         if data.get("deliveries"):
             got = data["deliveries"][0]
             break
@@ -1723,5 +1617,47 @@ def execute(stack, run):
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def all_cases(config):
+    """The catalogue, or make test's sample of it without --full; a chosen case brings its setup
+    (the registration a feedback case removes)."""
+    cases = catalogue() + known_bug_cases()
+    if config.getoption("--full"):
+        return cases
+    chosen = smoke_sample(cases)
+    return [c for c in cases if c.id in chosen or (c.id.startswith("setup-") and c.id[len("setup-"):] in chosen)]
+
+
+def pytest_generate_tests(metafunc):
+    if "case" in metafunc.fixturenames:
+        cases = all_cases(metafunc.config)
+        # Ids as -k reads them: a long one cut, with a digest of the whole to keep it unique.
+        ids = [c.id if len(c.id) <= 60 else f"{c.id[:48]}…{hashlib.sha256(c.id.encode()).hexdigest()[:8]}" for c in cases]
+        metafunc.parametrize("case", cases, ids=ids)
+
+
+@pytest.fixture(scope="module")
+def hostile(request, bin_dir):
+    """One run of the selected cases (and the setups they need) on the module's stack, phase by
+    phase; each case's test then reads its verdict."""
+    ids = {item.callspec.params["case"].id for item in request.session.items
+           if hasattr(item, "callspec") and "case" in item.callspec.params}
+    cases = [c for c in all_cases(request.config) if c.id in ids or (c.id.startswith("setup-") and c.id[len("setup-"):] in ids)]
+    for stack in serve(HostileStack(bin_dir)):
+        run = Run(stack, cases)
+        execute(stack, run)
+        for c in cases:
+            if not c.result:
+                c.result, c.observed = "FAIL", c.observed or "not run"
+        yield run
+
+
+def test_case(hostile, case):
+    c = hostile.by_id[case.id]
+    expected = c.expect + (f" naming {c.field}" if c.field and c.expect in ("dead", "4xx") else "")
+    assert c.result == "PASS", f"{c.target} ({c.what}): expected {expected}, observed {short(c.observed, 400)}"
+
+
+def test_the_stack_afterwards(hostile, checks):
+    """The good path, empty queues, no dead letter without its case, every service alive with its PID."""
+    for name, expected, observed, ok in hostile.checks:
+        checks(ok, f"{name}: {expected}", f"observed {observed}")
