@@ -54,15 +54,23 @@ def bin_dir(request):
 def checks(request):
     """Soft checks for one test: each is printed and counted, and the test fails at its end naming
     every check that failed."""
-    label = request.module.__name__.removeprefix("test_")
-    recorder = Checks(label)
+    recorder = Checks(request.module.__name__.removeprefix("test_"))
+    request.node.soft_checks = recorder
     yield recorder
-    counts = request.config.check_counts.setdefault(label, [0, 0])
+    counts = request.config.check_counts.setdefault(recorder.label, [0, 0])
     counts[0] += recorder.passed
     counts[1] += recorder.failed
-    if recorder.failures:
-        pytest.fail(f"{recorder.failed} of {recorder.passed + recorder.failed} checks failed:\n  " + "\n  ".join(recorder.failures),
-                    pytrace=False)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A test whose soft checks failed is a failed test (not an error of its teardown)."""
+    report = (yield).get_result()
+    recorder = getattr(item, "soft_checks", None)
+    if call.when == "call" and report.passed and recorder and recorder.failures:
+        report.outcome = "failed"
+        report.longrepr = (f"{recorder.failed} of {recorder.passed + recorder.failed} checks failed:\n  "
+                           + "\n  ".join(recorder.failures))
 
 
 def pytest_terminal_summary(terminalreporter, config):

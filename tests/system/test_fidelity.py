@@ -1,7 +1,7 @@
 """apns-sandbox against clients nobody here wrote (scripts/checks/fidelity.sh runs this in its venv).
 
-Starts the --bin-dir apns-sandbox on 127.0.0.1 (TLS with a CA it generates; a provider key
-FIDKEY0001 of team FIDTEAM001 it verifies; a client CA for certificate auth), then:
+Starts the --bin-dir apns-sandbox alone on 127.0.0.1:8840 (admin 8841; TLS with a CA it generates;
+a provider key FIDKEY0001 of team FIDTEAM001 it verifies; a client CA for certificate auth), then:
 
 - aioapns (PyPI; Python's ssl offers no ALPN, so it connects with HTTP/2 prior knowledge): token
   auth with the .p8 key: valid alert, background and voip notifications answer 200; a bad device
@@ -16,41 +16,30 @@ FIDKEY0001 of team FIDTEAM001 it verifies; a client CA for certificate auth), th
   apns-id header.
 - h2load: 2,000 valid requests over 2 connections, 50 streams each: every response 2xx.
 
-Prints one line per check and `fidelity: N passed, N failed`; exits 1 when a check failed, 2 on a
-usage error, 3 when a prerequisite is missing. The sandbox is stopped at the end, also on failure or
-Ctrl-C; everything runs on loopback, every client call has a timeout.
+Everything runs on loopback and every client call has a timeout. Keys and the sandbox's log:
+.local/fidelity/.
 """
 
-import argparse
 import asyncio
-import base64
 import json
-import os
 import re
-import shutil
-import signal
 import ssl
 import subprocess
-import sys
-import tempfile
 import time
-import urllib.error
-import urllib.request
 import uuid
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
-try:
-    import jwt
-    from aioapns import APNs, NotificationRequest, PushType
-    from aioapns import connection as aioapns_connection
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-except ImportError as error:  # the venv fidelity.sh makes has them all
-    print(f"fidelity: {error} (run scripts/checks/fidelity.sh, which installs aioapns in a venv)", file=sys.stderr)
-    sys.exit(3)
+import jwt
+import pytest
+from aioapns import APNs, NotificationRequest, PushType
+from aioapns import connection as aioapns_connection
+from conftest import serve
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+from harness.net import call
+from harness.stack import Stack
 
 HOST = "127.0.0.1"
 KEY_ID = "FIDKEY0001"
@@ -61,17 +50,6 @@ TOKEN = "fd" * 32
 CALL_TIMEOUT = 10  # seconds for any one client call
 H2LOAD_REQUESTS = 2000
 
-results = []
-
-
-def check(ok, what, observed=""):
-    results.append(bool(ok))
-    line = f"{'ok  ' if ok else 'FAIL'} {what}"
-    if observed and not ok:
-        line += f" (observed: {observed})"
-    elif observed:
-        line += f" ({observed})"
-    print(line, flush=True)
 
 
 # MARK: keys and certificates
@@ -136,67 +114,25 @@ def provider_token(key, iat=None, team=TEAM_ID, iat_as_string=False):
 # MARK: the sandbox
 
 
-class Sandbox:
-    def __init__(self, binary, directory, port, admin_port, credentials):
-        self.port, self.admin_port = port, admin_port
-        self.ca_file = str(directory / "sandbox-ca.pem")
-        self.log_path = directory / "apns-sandbox.log"
-        self.log = open(self.log_path, "wb")
-        arguments = [
-            binary,
-            "--port", str(port),
-            "--admin-port", str(admin_port),
-            "--ca-out", self.ca_file,
-            "--public-key", f"{KEY_ID}={credentials['public_pem']}",
-            "--key-team", f"{KEY_ID}={TEAM_ID}",
-            "--client-ca", credentials["trusted_ca"],
-            "--workers", "1",
-        ]  # fmt: skip
-        self.process = subprocess.Popen(arguments, stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT)
+class Sandbox(Stack):
+    """apns-sandbox alone, with the provider key and client CA of `credentials`."""
 
-    def wait_ready(self, seconds=30):
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                return False
-            try:
-                if self.admin("GET", "/healthz")[0] == 200 and os.path.exists(self.ca_file):
-                    return True
-            except OSError:
-                pass
-            time.sleep(0.1)
-        return False
+    WITH_SERVERS = False
+
+    def __init__(self, bin_dir):
+        super().__init__(bin_dir, "fidelity", 8838)
+        self.services = []
+        self.h2_port, self.admin_port, self.ca_file = self.port["apns"], self.port["admin"], str(self.ca)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.credentials = make_credentials(self.out)
+
+    def sandbox_args(self):
+        return ["--public-key", f"{KEY_ID}={self.credentials['public_pem']}", "--key-team", f"{KEY_ID}={TEAM_ID}",
+                "--client-ca", self.credentials["trusted_ca"], "--workers", "1"]
 
     def admin(self, method, path, body=None):
-        data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(f"http://{HOST}:{self.admin_port}{path}", data=data, method=method)
-        try:
-            with urllib.request.urlopen(request, timeout=CALL_TIMEOUT) as response:
-                return response.status, json.loads(response.read() or b"{}")
-        except urllib.error.HTTPError as error:
-            return error.code, json.loads(error.read() or b"{}")
-
-    def stop(self):
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=5)
-        self.log.close()
-
-
-def port_is_free(port):
-    import socket
-
-    with socket.socket() as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((HOST, port))
-        except OSError:
-            return False
-    return True
+        reply = call(self.admin_port, method, path, body=body, timeout=CALL_TIMEOUT)
+        return reply.status, reply.json() or {}
 
 
 # MARK: aioapns
@@ -205,7 +141,7 @@ def port_is_free(port):
 def point_aioapns_at(sandbox):
     """aioapns knows only Apple's hosts: its development protocol class is pointed at the sandbox."""
     aioapns_connection.APNsDevelopmentClientProtocol.APNS_SERVER = HOST
-    aioapns_connection.APNsDevelopmentClientProtocol.APNS_PORT = sandbox.port
+    aioapns_connection.APNsDevelopmentClientProtocol.APNS_PORT = sandbox.h2_port
 
 
 def trusting(sandbox):
@@ -269,7 +205,7 @@ def alert(text="hello"):
     return {"aps": {"alert": text}}
 
 
-async def aioapns_checks(sandbox, credentials):
+async def aioapns_checks(sandbox, credentials, check):
     point_aioapns_at(sandbox)
     client = token_client(sandbox, credentials)
     cases = [
@@ -356,7 +292,7 @@ def nghttp(sandbox, directory, headers, path=f"/3/device/{TOKEN}", body=None):
         body_file = directory / f"nghttp-{uuid.uuid4()}.json"
         body_file.write_text(body)
         command += ["-d", str(body_file)]
-    command.append(f"https://{HOST}:{sandbox.port}{path}")
+    command.append(f"https://{HOST}:{sandbox.h2_port}{path}")
     try:
         run = subprocess.run(command, capture_output=True, text=True, timeout=CALL_TIMEOUT + 5)
     except subprocess.TimeoutExpired:
@@ -373,7 +309,7 @@ def nghttp(sandbox, directory, headers, path=f"/3/device/{TOKEN}", body=None):
     return status, response_headers, body.group(0) if body else run.stderr.strip()[-200:]
 
 
-def nghttp_checks(sandbox, directory, credentials):
+def nghttp_checks(sandbox, directory, credentials, check):
     key = credentials["p8_key"]
     payload = json.dumps(alert("from nghttp"))
     fresh = f"bearer {provider_token(key)}"
@@ -409,7 +345,7 @@ def nghttp_checks(sandbox, directory, credentials):
         )
 
 
-def h2load_check(sandbox, directory, credentials):
+def h2load_check(sandbox, directory, credentials, check):
     payload = directory / "h2load.json"
     payload.write_text(json.dumps(alert("from h2load")))
     command = [
@@ -420,7 +356,7 @@ def h2load_check(sandbox, directory, credentials):
         "-H", f"apns-topic: {TOPIC}",
         "-H", "apns-push-type: alert",
         "-d", str(payload),
-        f"https://{HOST}:{sandbox.port}/3/device/{TOKEN}",
+        f"https://{HOST}:{sandbox.h2_port}/3/device/{TOKEN}",
     ]  # fmt: skip
     try:
         run = subprocess.run(command, capture_output=True, text=True, timeout=60)
@@ -434,67 +370,20 @@ def h2load_check(sandbox, directory, credentials):
     check(counts == [H2LOAD_REQUESTS, 0, 0, 0], f"h2load: {H2LOAD_REQUESTS} requests, 2 connections x 50 streams -> all 2xx", observed)
 
 
-# MARK: main
+@pytest.fixture(scope="module")
+def sandbox(bin_dir):
+    yield from serve(Sandbox(bin_dir))
 
 
-def main():
-    parser = argparse.ArgumentParser(description="apns-sandbox against aioapns, nghttp and h2load")
-    parser.add_argument("--bin-dir", default=".build/debug")
-    parser.add_argument("--port", type=int, default=8840, help="HTTP/2 port; the admin API takes the next one")
-    parser.add_argument("--keep", action="store_true", help="keep the working directory (keys, logs)")
-    arguments = parser.parse_args()
-    binary = os.path.join(arguments.bin_dir, "apns-sandbox")
-    if not os.access(binary, os.X_OK):
-        print(f"fidelity: no apns-sandbox in {arguments.bin_dir} (swift build --product apns-sandbox)", file=sys.stderr)
-        return 3
-    for tool in ("nghttp", "h2load"):
-        if shutil.which(tool) is None:
-            print(f"fidelity: {tool} is not installed (Debian's nghttp2-client)", file=sys.stderr)
-            return 3
-    for port in (arguments.port, arguments.port + 1):
-        if not port_is_free(port):
-            print(f"fidelity: port {HOST}:{port} is in use (--port chooses another pair)", file=sys.stderr)
-            return 3
-
-    root = Path(__file__).resolve().parents[2]
-    (root / ".local").mkdir(exist_ok=True)
-    directory = Path(tempfile.mkdtemp(prefix="fidelity-", dir=root / ".local"))
-    sandbox = None
-    started = time.monotonic()
-
-    def interrupted(signum, _frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    signal.signal(signal.SIGTERM, interrupted)
-    try:
-        credentials = make_credentials(directory)
-        sandbox = Sandbox(binary, directory, arguments.port, arguments.port + 1, credentials)
-        ready = sandbox.wait_ready()
-        check(ready, f"apns-sandbox started on {HOST}:{arguments.port} (admin {arguments.port + 1})")
-        if ready:
-            asyncio.run(aioapns_checks(sandbox, credentials))
-            nghttp_checks(sandbox, directory, credentials)
-            h2load_check(sandbox, directory, credentials)
-            status, stats = sandbox.admin("GET", "/stats")
-            print(f"     sandbox /stats: requests {stats.get('requests')}, by_status {stats.get('by_status')}", flush=True)
-        else:
-            print(sandbox.log_path.read_text(errors="replace")[-2000:], file=sys.stderr)
-    except KeyboardInterrupt:
-        check(False, "interrupted")
-    finally:
-        if sandbox is not None:
-            sandbox.stop()
-            check(sandbox.process.returncode == 0, "apns-sandbox exited 0 on SIGTERM", f"exit {sandbox.process.returncode}")
-        if arguments.keep or not all(results):
-            print(f"     working directory (keys, apns-sandbox.log): {directory}")
-        else:
-            shutil.rmtree(directory, ignore_errors=True)
-    passed = sum(results)
-    failed = len(results) - passed
-    print(f"     took {time.monotonic() - started:.1f} s")
-    print(f"fidelity: {passed} passed, {failed} failed")
-    return 1 if failed else 0
+def test_aioapns(sandbox, checks):
+    asyncio.run(aioapns_checks(sandbox, sandbox.credentials, checks))
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def test_nghttp(sandbox, checks):
+    nghttp_checks(sandbox, sandbox.out, sandbox.credentials, checks)
+
+
+def test_h2load(sandbox, checks):
+    h2load_check(sandbox, sandbox.out, sandbox.credentials, checks)
+    status, stats = sandbox.admin("GET", "/stats")
+    checks.log(f"sandbox /stats: requests {stats.get('requests')}, by_status {stats.get('by_status')}")
