@@ -1,19 +1,16 @@
 #!/usr/bin/env bash
-# The chaos suite: faults (kill -9 of each service, RabbitMQ and Redis restarts, apns-sandbox faults,
-# connections closed by the broker) in the middle of a broadcast, checked for lost and duplicated
-# notifications. `make chaos` runs every scenario; `make chaos-smoke` (and `make test`) the smoke.
+# The chaos suite (tests/system/test_chaos.py): faults (kill -9 of each service, RabbitMQ and Redis
+# restarts, apns-sandbox faults, connections closed by the broker) in the middle of a broadcast,
+# checked for lost and duplicated notifications. `make chaos` runs every scenario with the release
+# build (the default --bin-dir here), `make chaos-smoke` (and `make test`) the smoke, `make check`
+# the cluster scenarios (--cluster). --list names the scenarios.
 #
-#   scripts/chaos.sh [--scenario NAME ...] [--latency 0|150|both] [--tokens N] [--list] [--smoke]
-#                    [--bin-dir DIR] [--drain-timeout S] [--json FILE]
-#
-# See scripts/chaos/chaos.py (--help) for what each scenario does and checks.
+#   scripts/chaos.sh [--scenario NAME ...] [--latency 0|150|both] [--tokens N] [--list]
+#                    [--smoke | --cluster] [--bin-dir DIR] [--drain-timeout S] [--json FILE] [-k TEXT]
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$ROOT"
-PY=/usr/bin/python3
-[[ -x $PY ]] || PY=$(command -v python3)
-if ! "$PY" -c 'import pika' 2>/dev/null; then
-    echo "chaos.sh: python3-pika is not installed (run scripts/install-deps.sh)" >&2
-    exit 3
-fi
-exec "$PY" scripts/chaos/chaos.py "$@"
+args=()
+for arg in "$@"; do
+    if [[ $arg == --list ]]; then args+=(--collect-only -q); else args+=("$arg"); fi
+done
+exec bash "$ROOT/scripts/pytest.sh" chaos tests/system/test_chaos.py --bin-dir "$ROOT/.build/release" "${args[@]}"

@@ -8,7 +8,7 @@
 # push-send uses, (b) a kill -9 of the Redis master of the app's registry (its replica takes over):
 # 0 lost, duplicates within the bound of the chaos suite, every dead token removed, nothing left in
 # a queue; at loopback speed and with answers after 150 ms. About 4 minutes; ports 127.0.0.1:8300-8366
-# (scripts/chaos/chaos.py, class ClusterStack), stopped afterwards, also on failure or Ctrl-C.
+# (tests/system/test_chaos.py, class ClusterStack), stopped afterwards, also on failure or Ctrl-C.
 #
 #   scripts/checks/cluster.sh --bin-dir DIR [--latency 0|150|both] [--tokens N]
 set -euo pipefail

@@ -18,7 +18,7 @@ blocks and code spans) and checks:
 Prints one line per failure (`file:line: what`) and exits 1 when there was one; otherwise prints
 `docs-links: N links checked, ok`. Standard library only.
 
-The anchor rules are importable: `anchors_of(path)` and `slug(text)` (scripts/checks/observability.py
+The anchor rules are importable: `anchors_of(path)` and `slug(text)` (tests/system/test_observability.py
 holds the alert rules' runbooks to them).
 """
 import argparse

@@ -33,6 +33,14 @@ BASE_PORT = 8740
 def pytest_addoption(parser):
     parser.addoption("--bin-dir", default=str(ROOT / ".build" / "debug"), help="the built executables (default .build/debug)")
     parser.addoption("--full", action="store_true", help="every case of a catalogue, not make test's sample of it")
+    chaos = parser.getgroup("chaos", "the chaos suite (test_chaos.py, scripts/chaos.sh)")
+    chaos.addoption("--scenario", action="append", default=[], metavar="NAME", help="run this scenario (repeatable; default all)")
+    chaos.addoption("--latency", choices=["0", "150", "both"], help="the sandbox's answer latency in ms (default both; 0 with --smoke)")
+    chaos.addoption("--tokens", type=int, help="tokens registered (default 100000; 3000 with --smoke or --cluster)")
+    chaos.addoption("--smoke", action="store_true", help="kill -9 push-send once and restart RabbitMQ, 3,000 tokens, loopback")
+    chaos.addoption("--cluster", action="store_true", help="the cluster scenarios on a RabbitMQ cluster and a Redis Cluster")
+    chaos.addoption("--drain-timeout", type=float, help="seconds from the broadcast to drained (default 300; 120 smoke, 180 cluster)")
+    chaos.addoption("--json", metavar="FILE", help="also write the results as JSON")
 
 
 def pytest_configure(config):

@@ -1,8 +1,8 @@
-#!/usr/bin/python3
-"""The chaos suite (`make chaos`, `make chaos-smoke`): faults in the middle of a broadcast.
+"""The chaos suite (`make chaos`, `make chaos-smoke`): faults in the middle of a broadcast. Each
+scenario at each latency is a test (`-k kill-send` selects by name, `--list` names them).
 
-    scripts/chaos.sh [--scenario NAME ...] [--all] [--latency 0|150|both] [--tokens N] [--list]
-                     [--smoke] [--bin-dir DIR] [--drain-timeout S] [--json FILE]
+    scripts/chaos.sh [--scenario NAME ...] [--latency 0|150|both] [--tokens N] [--list]
+                     [--smoke | --cluster] [--bin-dir DIR] [--drain-timeout S] [--json FILE] [-k TEXT]
 
 Each scenario runs on a private stack on 127.0.0.1: RabbitMQ and Redis (scripts/rabbitmq.sh and
 scripts/redis.sh, instance `chaos`, or `chaos-smoke` with --smoke), apns-sandbox and the four
@@ -34,12 +34,11 @@ that was not running or did not die, a broker close that closed nothing, a servi
 its own each fail the row. Duplicates are counted by apns-sandbox (`--track-duplicates`).
 Every scenario runs at loopback speed and with the sandbox answering after 150 ms (--latency).
 
-Prints a table and `N passed, N failed`; exits 1 if any scenario failed, 2 on a usage error, 3 when
-the stack could not be set up. Logs: .local/chaos[-smoke]/<scenario>-<latency>/<service>.log.
-Everything started is stopped at the end, also on failure or Ctrl-C.
+Prints a table of every scenario run after pytest's report (and writes it as JSON with --json);
+exits 1 if any scenario failed, 3 when the stack could not be set up. Logs:
+.local/chaos[-smoke|-cluster]/<scenario>-<latency>/<service>.log.
 """
 
-import argparse
 import collections
 import hashlib
 import http.client
@@ -48,19 +47,14 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
-try:
-    import pika
-except ImportError:  # pragma: no cover
-    sys.exit("chaos: python3-pika is missing (scripts/install-deps.sh installs it)")
-
-from harness import registry_keys  # noqa: E402
-from harness.net import hreq, http_json, metric, metric_lines  # noqa: E402,F401
-from harness.stack import RMQ_BIN, ROOT, SCRIPTS, SERVICES, Interrupted, SetupError, Stack, run_stack  # noqa: E402,F401
+import pika
+import pytest
+from harness import registry_keys
+from harness.net import http_json, metric
+from harness.stack import SCRIPTS, SERVICES, SetupError, Stack
 
 APP = "com.example.chaos"
 
@@ -74,10 +68,9 @@ class ChaosStack(Stack):
 
     APP = APP
 
-    def __init__(self, args):
-        super().__init__(args.bin_dir, "chaos-smoke" if args.smoke else "chaos", 7951 if args.smoke else 7901,
-                         tokens=args.tokens, log_level=args.log_level)
-        self.drain_timeout = args.drain_timeout
+    def __init__(self, bin_dir, smoke, tokens, drain_timeout):
+        super().__init__(bin_dir, "chaos-smoke" if smoke else "chaos", 7951 if smoke else 7901, tokens=tokens)
+        self.drain_timeout = drain_timeout
         self.ingest_key = "chaos-ingest-key"
 
 
@@ -92,8 +85,8 @@ class ClusterStack(ChaosStack):
     RABBIT_PORT = 8300
     REDIS_PORT = 8361
 
-    def __init__(self, args):
-        super().__init__(args)
+    def __init__(self, bin_dir, tokens, drain_timeout):
+        super().__init__(bin_dir, False, tokens, drain_timeout)
         self.name = "chaos-cluster"
         base = 8350
         self.port = dict(apns=base + 1, admin=base + 2, **{"push-ingest": base + 3, "push-render": base + 4,
@@ -1056,7 +1049,7 @@ def peek_dead(stack, n=3):
     return out
 
 
-def print_table(results):
+def print_table(results, write):
     head = ["scenario", "latency", "targeted", "delivered", "lost", "duplicates", "bound", "drain s", "dead letters",
             "dead removed", "fault at", "result"]
     rows = [[r["scenario"], f"{r['latency']} ms", str(r["targeted"]), str(r["delivered"]), str(r["lost"]),
@@ -1064,108 +1057,73 @@ def print_table(results):
              str(r["dead_letters"]), r.get("dead_removed", "-"), ",".join(r.get("at", [])) or "-", r["status"]]
             for r in results]
     widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(head)]
-    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths))  # noqa: E731
-    print()
-    print(line(head))
-    print(line(["-" * w for w in widths]))
-    for row in rows:
-        print(line(row))
-    for r in results:
-        if r["why"]:
-            print(f"{r['scenario']} @ {r['latency']} ms: " + "; ".join(r["why"]))
-            for t in r.get("lost_sample", []):
-                print(f"    lost: {t}")
-            for t in r.get("dup_sample", []):
-                print(f"    repeated: {t}")
-            for s in r.get("dead_letter_sample", []):
-                print(f"    dead letter: {s}")
-    print()
+    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
+    write("")
+    for row in [head, ["-" * w for w in widths], *rows]:
+        write(line(row))
 
 
-def main():
-    ap = argparse.ArgumentParser(prog="chaos", description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
-    ap.add_argument("--scenario", action="append", default=[], metavar="NAME", help="run this scenario (repeatable)")
-    ap.add_argument("--all", action="store_true", help="every scenario, one after another (the default)")
-    ap.add_argument("--latency", choices=["0", "150", "both"], default="both")
-    ap.add_argument("--tokens", type=int, default=None, help="tokens registered (default 100000; 3000 with --smoke)")
-    ap.add_argument("--list", action="store_true", help="list the scenarios and exit")
-    ap.add_argument("--smoke", action="store_true", help="kill -9 push-send once and restart RabbitMQ, 3,000 tokens, loopback")
-    ap.add_argument("--cluster", action="store_true",
-                    help="the cluster scenarios on a RabbitMQ cluster and a Redis Cluster (3,000 tokens, both latencies)")
-    ap.add_argument("--bin-dir", default=str(ROOT / ".build" / "release"))
-    ap.add_argument("--drain-timeout", type=float, default=None, help="seconds from the broadcast to drained (default 300; 120 with --smoke)")
-    ap.add_argument("--log-level", default="info")
-    ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
-    args = ap.parse_args()
+# --- the suite as pytest runs it: what chaos.sh asks for, one test per scenario and latency --------
 
-    if args.list:
-        for name, spec in list(SCENARIOS.items()) + list(CLUSTER_SCENARIOS.items()):
-            print(f"{name:15s} {spec['doc']}")
-        return 0
-    if args.cluster:
-        names = args.scenario or list(CLUSTER_SCENARIOS)
-        latencies = {"0": [0], "150": [150], "both": [0, 150]}[args.latency]
-        args.tokens = args.tokens or 3000
-        args.drain_timeout = args.drain_timeout or 180
-        unknown = [n for n in names if n not in CLUSTER_SCENARIOS]
-        if unknown:
-            print(f"chaos: {unknown[0]!r} is not a cluster scenario (see --list)", file=sys.stderr)
-            return 2
-    elif args.smoke:
-        names = args.scenario or SMOKE
-        latencies = [0] if args.latency == "both" else [int(args.latency)]
-        args.tokens = args.tokens or 3000
-        args.drain_timeout = args.drain_timeout or 120
-    else:
-        names = args.scenario or [n for n, s in SCENARIOS.items() if not s.get("smoke_only")]
-        latencies = {"0": [0], "150": [150], "both": [0, 150]}[args.latency]
-        args.tokens = args.tokens or 100_000
-        args.drain_timeout = args.drain_timeout or 300
-    for n in names:
-        if n not in SCENARIOS and not args.cluster:
-            print(f"chaos: unknown scenario {n!r} (see --list)", file=sys.stderr)
-            return 2
-    if args.tokens < 100:
-        print("chaos: --tokens must be at least 100", file=sys.stderr)
-        return 2
-    missing = [b for b in ["apns-sandbox", "pushctl", *SERVICES] if not (Path(args.bin_dir) / b).is_file()]
-    if missing:
-        print(f"chaos: missing in {args.bin_dir}: {', '.join(missing)} (swift build first)", file=sys.stderr)
-        return 3
+def chaos_options(config):
+    """(cluster, smoke, scenario names, latencies, tokens, drain timeout) from the command line."""
+    option = config.getoption
+    cluster, smoke = option("--cluster"), option("--smoke")
+    catalogue = CLUSTER_SCENARIOS if cluster else SCENARIOS
+    names = option("--scenario") or (SMOKE if smoke else [n for n, spec in catalogue.items() if not spec.get("smoke_only")])
+    unknown = [n for n in names if n not in catalogue]
+    if unknown:
+        raise pytest.UsageError(f"{unknown[0]!r} is not a{' cluster' if cluster else ''} scenario (see --list)")
+    latency = option("--latency") or ("0" if smoke else "both")
+    latencies = {"0": [0], "150": [150], "both": [0, 150]}[latency]
+    tokens = option("--tokens") or (3000 if smoke or cluster else 100_000)
+    if tokens < 100:
+        raise pytest.UsageError("--tokens must be at least 100")
+    drain = option("--drain-timeout") or (120 if smoke else 180 if cluster else 300)
+    return cluster, smoke, names, latencies, tokens, drain
 
-    stack = ClusterStack(args) if args.cluster else ChaosStack(args)
-    results = []
-    t0 = time.time()
 
-    def run_all():
+def pytest_generate_tests(metafunc):
+    if "scenario" in metafunc.fixturenames:
+        _, _, names, latencies, _, _ = chaos_options(metafunc.config)
+        runs = [(name, latency) for latency in latencies for name in names]
+        metafunc.parametrize("scenario", runs, ids=[f"{name}-{latency}ms" for name, latency in runs])
+
+
+@pytest.fixture(scope="module")
+def chaos(request, bin_dir):
+    """RabbitMQ and Redis (or the clusters) for the whole run; each scenario starts its own sandbox and
+    services. At the end: the table of every scenario run, and --json's file."""
+    cluster, smoke, _, _, tokens, drain = chaos_options(request.config)
+    stack = ClusterStack(bin_dir, tokens, drain) if cluster else ChaosStack(bin_dir, smoke, tokens, drain)
+    stack.results = []
+    started = time.time()
+    try:
         stack.start_servers()
-        for latency in latencies:
-            for name in names:
-                try:
-                    res = run_scenario(stack, name, latency, args.tokens)
-                except (SetupError, RuntimeError, OSError, pika.exceptions.AMQPError, subprocess.SubprocessError) as e:
-                    log(f"scenario {name} at {latency} ms could not run: {e}")
-                    res = dict(scenario=name, latency=latency, targeted=args.tokens, delivered=0, lost=0, duplicates=0,
-                               bound=0, drain=None, dead_letters=0, status="FAIL", why=[f"error: {e}"], at=[])
-                    stack.stop_all()
-                results.append(res)
-                log(f"scenario {name} at {latency} ms: {res['status']}"
-                    + (" — " + "; ".join(res["why"]) if res["why"] else ""))
-
-    rc, _ = run_stack(stack, run_all)
-    if results:
-        print_table(results)
-    passed = sum(1 for r in results if r["status"] == "PASS")
-    failed = len(results) - passed
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2, default=str))
-    log(f"logs in {stack.out}; {time.time() - t0:.0f}s in all")
-    print(f"{passed} passed, {failed} failed")
-    if rc:
-        return rc
-    return 1 if failed or not results else 0
+    except SetupError as error:
+        stack.stop()
+        pytest.exit(f"the chaos stack did not start: {error}", returncode=3)
+    try:
+        yield stack
+    finally:
+        stack.stop()
+        reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+        print_table(stack.results, reporter.write_line if reporter else print)
+        if request.config.getoption("--json"):
+            Path(request.config.getoption("--json")).write_text(json.dumps(stack.results, indent=2, default=str))
+        log(f"logs in {stack.out}; {time.time() - started:.0f}s in all")
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def test_scenario(chaos, scenario):
+    name, latency = scenario
+    try:
+        result = run_scenario(chaos, name, latency, chaos.tokens)
+    except (SetupError, RuntimeError, OSError, pika.exceptions.AMQPError, subprocess.SubprocessError) as e:
+        chaos.stop_all()
+        result = dict(scenario=name, latency=latency, targeted=chaos.tokens, delivered=0, lost=0, duplicates=0,
+                      bound=0, drain=None, dead_letters=0, status="FAIL", why=[f"could not run: {e}"], at=[])
+    chaos.results.append(result)
+    details = [*result["why"], *(f"lost: {t}" for t in result.get("lost_sample", [])),
+               *(f"repeated: {t}" for t in result.get("dup_sample", [])),
+               *(f"dead letter: {s}" for s in result.get("dead_letter_sample", []))]
+    assert result["status"] == "PASS", f"{name} at {latency} ms:\n  " + "\n  ".join(details)
