@@ -79,6 +79,8 @@ class Stack:
     APP = "com.example.harness"
     # False for a stack of apns-sandbox alone (clients of its own talk to it): no RabbitMQ, Redis or apps file.
     WITH_SERVERS = True
+    # True: the previous run's logs and files go at start (after what it left running is killed).
+    CLEAN_OUT = False
     KEY_ID = KEY_ID
     TEAM_ID = TEAM_ID
 
@@ -112,8 +114,7 @@ class Stack:
             if self.WITH_SERVERS:
                 self.start_servers()
             else:
-                self.out.mkdir(parents=True, exist_ok=True)
-                self.stop_leftovers()
+                self.prepare_out()
             self.start_sandbox()
             for name in self.services:
                 self.start_service(name)
@@ -131,6 +132,15 @@ class Stack:
     def exited(self):
         """{name: exit status} of the processes that ended on their own."""
         return {name: p.returncode for name, p in self.procs.items() if p.poll() is not None}
+
+    def prepare_out(self):
+        """The run's directory: what a killed earlier run left running stopped, its files gone with CLEAN_OUT."""
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.stop_leftovers()
+        if self.CLEAN_OUT:
+            shutil.rmtree(self.out, ignore_errors=True)
+            self.out.mkdir(parents=True)
+            (self.out / "pids").write_text("")
 
     def stop_leftovers(self):
         """Kills what a previous run of this stack started and never stopped (its Python was killed):
@@ -162,8 +172,7 @@ class Stack:
         return r
 
     def start_servers(self):
-        self.out.mkdir(parents=True, exist_ok=True)
-        self.stop_leftovers()
+        self.prepare_out()
         self.servers_up = True
         # Every port of a stack (and each one RabbitMQ derives) lies below Linux's ephemeral range
         # (32768-60999), so no client socket the kernel numbers can hold one: CI once lost a run

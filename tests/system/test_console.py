@@ -1,20 +1,23 @@
-#!/usr/bin/python3
-"""push-console in a real browser (scripts/checks/console.sh): headless Chromium driven by Selenium.
+"""push-console in a real browser (scripts/checks/console.sh runs this module): headless Chromium
+(Debian's chromium and chromium-driver) driven by Selenium, 1280x900, on a private stack.
 
-The stack: the executables of --bin-dir on 127.0.0.1 (RabbitMQ 8980, which also derives 9980,
-28980 and 29980-29990; Redis 8981; apns-sandbox 8982 and its admin API 8983; push-ingest 8984;
-push-render, push-send and push-feedback's admin listeners 8985-8987; push-console 8988;
-chromedriver 8989; Chromium itself talks to chromedriver over a pipe), with an apps file of its own
-(one app, a random ingest key) and an operators file (.local/console/operators.json, mode 600: one
-operator with a random password hashed by `pushctl console hash-password`, one API key hashed by
-`pushctl console hash-key`). push-send runs with PUSH_SEND_MAX_ATTEMPTS=1, so a notification the
-sandbox answers 500 is dead-lettered at once.
+The stack on 127.0.0.1 (RabbitMQ 8980, which also derives 9980, 28980 and 29980-29990; Redis 8981;
+apns-sandbox 8982 and its admin API 8983; push-ingest 8984; push-render, push-send and
+push-feedback's admin listeners 8985-8987; push-console 8988; chromedriver 8989, which talks to
+Chromium over a pipe): an apps file of its own (one app, a random ingest key) and an operators file
+(mode 600: one operator with a random password hashed by `pushctl console hash-password`, one API
+key hashed by `pushctl console hash-key`). push-send runs with PUSH_SEND_MAX_ATTEMPTS=1, so a
+notification the sandbox answers 500 is dead-lettered at once.
 
-The scenario, in a 1280x900 window, a screenshot of every step (.local/console/screenshots/NN-step.png):
-1. 12 devices registered through push-ingest's HTTP API with the app's ingest key from the apps
-   file (locales en, de, zh-Hant-TW, fr, all on topic `news`), and one more on another topic.
+The tests, in order (each needs the ones before it; a screenshot of every step goes to
+.local/console/screenshots/NN-step.png, and one of the page a step failed on):
+0. The two pushctl hashes: the password's a pbkdf2-sha256 hash hashlib agrees with, the key's its
+   SHA-256 in hex.
+1. 12 devices registered through push-ingest's HTTP API with the app's ingest key (locales en, de,
+   zh-Hant-TW, fr, all on topic `news`), and one more on another topic.
 2. An unauthenticated GET /requests answers 303 /login (and the browser lands there); a wrong
-   password shows #error; the right one logs in (#operator, an HttpOnly SameSite=Strict cookie).
+   password shows #error; the right one logs in (#operator, an HttpOnly SameSite=Strict cookie,
+   the nav links and the logout form). Tests 3-8 are skipped without a login.
 3. Compose: a push to topic `news`, localize=server, title_loc_key SHIPPED_TITLE, loc_key
    GAME_PLAY_REQUEST_FORMAT with loc_args Jenna,Frank. Preview: #preview-targets is 12, every
    locale row's payload has the title and body localization/*.strings give for it (German for de,
@@ -23,7 +26,7 @@ The scenario, in a 1280x900 window, a screenshot of every step (.local/console/s
 4. The request page reaches #report[data-state=done] within 60 s; #count-delivered and
    #count-targeted are 12, #count-failed 0, and apns-sandbox's GET /deliveries holds exactly the 12
    topic tokens with that request's apns-collapse-id, each payload in its device's language; the
-   request is listed in /requests as done.
+   request is listed in /requests as done, linking to its page.
 5. The sandbox answers every notification 500 (PUT /faults); a push to one token is dead-lettered
    by push-send and shows in /dead with its reason and source push.send (shown as "(push.send)":
    inferred from the body, as push-send's dead letters carry no x-death), in GET /api/v1/dead the
@@ -32,47 +35,43 @@ The scenario, in a 1280x900 window, a screenshot of every step (.local/console/s
 6. /tokens: a lookup shows the device record; delete (#notice, push-ingest then answers 404);
    a second lookup says not found.
 7. The JSON API with `Authorization: Bearer <key>`: GET /api/v1/status lists push.send with at
-   least one consumer (refused without a key or with a wrong one); the request's report says done
-   and 12 delivered; the /status page lists the queues.
+   least one consumer and push.dead and the app (refused without a key or with a wrong one); the
+   request's report says done and 12 delivered; the /status page lists the queues and the app.
 8. Logout lands on /login, and the next page asks for a login again.
-Afterwards: every action (login, logout, preview, send, replay, token delete) logged with
-push.operator and push.action; neither the password nor the API key in the services' logs; every process
-exits 0 on SIGTERM.
+9. Every action (login, logout, preview, send, replay, token delete) logged by push-console with
+   push.operator and push.action; neither the password nor the API key in any service's log.
+At the end every process must still run and exit 0 on SIGTERM (`serve`), and chromedriver's process
+group is killed.
 
-    scripts/checks/console.sh [--bin-dir DIR]
+    scripts/checks/console.sh [--bin-dir DIR] [pytest arguments]
 
-Prints one line per check and `console: N passed, N failed`; exits 1 when a check failed, 3 when a
-prerequisite is missing or the stack could not be set up. Everything started is stopped at the end,
-also on failure or Ctrl-C. Logs: .local/console/.
+Logs, the operators file and the screenshots: .local/console/.
 """
-import argparse
 import base64
+import functools
 import hashlib
-import http.client
 import json
 import os
 import re
 import secrets
 import shutil
 import signal
-import subprocess
-import sys
 import time
 import urllib.parse
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "scripts" / "chaos"))
-
-import chaos  # noqa: E402  (the chaos suite's stack: servers, sandbox, services)
-from selenium import webdriver  # noqa: E402
-from selenium.common.exceptions import (  # noqa: E402
+import pytest
+from conftest import serve
+from harness.net import call, http_json, wait_for
+from harness.stack import SERVICES, SetupError, Stack
+from selenium import webdriver
+from selenium.common.exceptions import (
     NoSuchElementException, StaleElementReferenceException, TimeoutException, WebDriverException)
-from selenium.webdriver.chrome.service import Service  # noqa: E402
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support.ui import Select  # noqa: E402
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select
 
-START = time.monotonic()
+ROOT = Path(__file__).resolve().parents[2]
 BASE_PORT = 8980
 CONSOLE_PORT = BASE_PORT + 8
 DRIVER_PORT = BASE_PORT + 9
@@ -87,26 +86,11 @@ BODY_KEY = "GAME_PLAY_REQUEST_FORMAT"
 LOC_ARGS = ["Jenna", "Frank"]
 LOCALIZATION = ROOT / "localization"
 REPORT_WAIT = 60
-SECRET_RUN = secrets.token_hex(3)
+RUN = secrets.token_hex(3)
 
 
-def log(text):
+def say(text):
     print(f"console | {time.strftime('%H:%M:%S')} {text}", flush=True)
-
-
-class Report:
-    def __init__(self):
-        self.passed = 0
-        self.failed = 0
-
-    def check(self, ok, what, why=""):
-        if ok:
-            self.passed += 1
-            log(f"ok   {what}")
-        else:
-            self.failed += 1
-            log(f"FAIL {what}" + (f": {why}" if why else ""))
-        return ok
 
 
 # --- the catalogs (what push-render should make of the keys) --------------------------------------
@@ -160,115 +144,6 @@ def expected_alert(all_catalogs, locale):
     return resolve(TITLE_KEY, []), resolve(BODY_KEY, LOC_ARGS)
 
 
-# --- plain HTTP (loopback) -------------------------------------------------------------------
-
-def http_call(port, method, path, body=None, headers=None, timeout=10):
-    """(status, headers dict with lower-case names, body bytes); no redirects followed."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        data = None if body is None else json.dumps(body).encode()
-        all_headers = dict(headers or {})
-        if data is not None:
-            all_headers["Content-Type"] = "application/json"
-        conn.request(method, path, body=data, headers=all_headers)
-        resp = conn.getresponse()
-        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
-    finally:
-        conn.close()
-
-
-def wait_for(fn, timeout, step=0.25):
-    deadline = time.time() + timeout
-    last = None
-    while time.time() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(step)
-    return last
-
-
-# --- the stack -------------------------------------------------------------------------------
-
-class ConsoleStack(chaos.Stack):
-    def __init__(self, args):
-        args.smoke = False
-        args.tokens = 100
-        super().__init__(args)
-        self.relocate("console", BASE_PORT)
-        self.port["push-console"] = CONSOLE_PORT
-        self.port["chromedriver"] = DRIVER_PORT
-        self.pids = self.out / "pids"
-        self.operators = self.out / "operators.json"
-        self.shots = self.out / "screenshots"
-        self.password = secrets.token_urlsafe(18)
-        self.api_key = "pcb_" + secrets.token_urlsafe(24)
-
-    def start_servers(self):
-        # The previous run's logs and screenshots go; the servers' own directories are elsewhere.
-        shutil.rmtree(self.out, ignore_errors=True)
-        self.out.mkdir(parents=True)
-        self.shots.mkdir()
-        self.pids.write_text("")
-        super().start_servers()
-
-    def key_and_apps(self):
-        key = self.out / "AuthKey_CONSOLE001.p8"
-        subprocess.run(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", str(key)],
-                       check=True, capture_output=True)
-        apps = {"apps": {APP: {
-            "display_names": ["Console Check"], "default": True, "environment": "production",
-            "apns": {"key_file": str(key), "key_id": "CONSOLE001", "team_id": "TEAM000001"},
-            "ingest": {"api_keys": [f"console-ingest-{secrets.token_hex(12)}"]},
-            "rate_limits": {"per_device_per_hour": 1000, "per_app_per_second": 10000},
-        }}}
-        self.apps.write_text(json.dumps(apps, indent=2))
-
-    def ingest_key(self):
-        """The app's ingest key, as the apps file the stack runs with names it."""
-        return json.loads(self.apps.read_text())["apps"][APP]["ingest"]["api_keys"][0]
-
-    def spawn(self, name, argv, env=None):
-        p = super().spawn(name, argv, env)
-        self.remember("pid", p.pid)
-        return p
-
-    def remember(self, kind, pid):
-        with open(self.pids, "a") as f:
-            f.write(f"{kind} {pid}\n")
-
-    def pushctl(self, *argv, stdin=""):
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PUSH_")}
-        return subprocess.run([str(self.bin / "pushctl"), *argv], input=stdin, capture_output=True, text=True,
-                              timeout=120, env=env, cwd=str(ROOT))
-
-    def hashed(self, subcommand, secret):
-        """What `pushctl console SUBCOMMAND` prints for `secret` on stdin (its last line)."""
-        r = self.pushctl("console", subcommand, stdin=secret)
-        lines = [line.strip() for line in r.stdout.splitlines() if line.strip()]
-        if r.returncode != 0 or not lines:
-            raise chaos.SetupError(f"`pushctl console {subcommand}` failed (exit {r.returncode}): "
-                                   f"{(r.stderr or r.stdout).strip()[-600:] or 'no output'}")
-        return lines[-1]
-
-    def write_operators(self):
-        password_hash = self.hashed("hash-password", self.password)
-        key_hash = self.hashed("hash-key", self.api_key)
-        operators = {"operators": [{"name": OPERATOR, "password": password_hash}],
-                     "api_keys": [{"name": API_KEY_NAME, "key_sha256": key_hash}]}
-        fd = os.open(self.operators, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump(operators, f, indent=2)
-        return password_hash, key_hash
-
-    def stop_all(self):
-        statuses = {}
-        if "push-console" in self.procs:
-            statuses["push-console"] = self.stop_proc("push-console")
-        statuses.update(super().stop_all())
-        return statuses
-
-
 def verify_pbkdf2(encoded, password):
     """Whether `pbkdf2-sha256$ITERATIONS$SALT$HASH` (base64) is `password`'s hash ('' or why not)."""
     parts = encoded.split("$")
@@ -283,6 +158,79 @@ def verify_pbkdf2(encoded, password):
     return "" if got == want else "hashlib.pbkdf2_hmac gives another hash for the password"
 
 
+# --- the stack -------------------------------------------------------------------------------
+
+class ConsoleStack(Stack):
+    APP = APP
+
+    def __init__(self, bin_dir):
+        super().__init__(bin_dir, "console", BASE_PORT, tokens=100, log_level="warning")
+        self.services = SERVICES + ["push-console"]
+        self.port["push-console"] = CONSOLE_PORT
+        self.port["chromedriver"] = DRIVER_PORT  # so start_servers waits for it to be free, too
+        self.ingest_key = f"console-ingest-{secrets.token_hex(12)}"
+        self.operators = self.out / "operators.json"
+        self.shots = self.out / "screenshots"
+        self.driver_group = self.out / "chromedriver.pgid"
+        self.password = secrets.token_urlsafe(18)
+        self.api_key = "pcb_" + secrets.token_urlsafe(24)
+        self.password_hash = self.key_hash = ""
+        self.extra_env = {"push-send": {"PUSH_SEND_MAX_ATTEMPTS": "1"},
+                          "push-console": {"PUSH_CONSOLE_OPERATORS_FILE": str(self.operators), "PUSH_LOG_LEVEL": "info",
+                                           "PUSH_LOG_FORMAT": "json"}}
+
+    CLEAN_OUT = True   # the previous run's logs and screenshots go (the logs are appended to)
+
+    def start_servers(self):
+        kill_driver_group(self.driver_group)   # a killed run's browser, before its directory goes
+        super().start_servers()
+        self.shots.mkdir()
+        self.write_operators()
+
+    def app_definitions(self, apns):
+        return {APP: {
+            "display_names": ["Console Check"], "default": True, "environment": "production", "apns": apns,
+            "ingest": {"api_keys": [self.ingest_key]},
+            "rate_limits": {"per_device_per_hour": 1000, "per_app_per_second": 10000},
+        }}
+
+    def hashed(self, subcommand, secret):
+        """What `pushctl console SUBCOMMAND` prints for `secret` on stdin (its last line)."""
+        r = self.pushctl("console", subcommand, stdin=secret)
+        lines = [line.strip() for line in r.stdout.splitlines() if line.strip()]
+        if r.returncode != 0 or not lines:
+            raise SetupError(f"`pushctl console {subcommand}` failed (exit {r.returncode}): "
+                             f"{(r.stderr or r.stdout).strip()[-600:] or 'no output'}")
+        return lines[-1]
+
+    def write_operators(self):
+        self.password_hash = self.hashed("hash-password", self.password)
+        self.key_hash = self.hashed("hash-key", self.api_key)
+        operators = {"operators": [{"name": OPERATOR, "password": self.password_hash}],
+                     "api_keys": [{"name": API_KEY_NAME, "key_sha256": self.key_hash}]}
+        fd = os.open(self.operators, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(operators, f, indent=2)
+
+
+def kill_driver_group(path):
+    """SIGKILL to what is left of the chromedriver process group `path` names (chromedriver and the
+    browser's processes only: a PGID may have been reused since)."""
+    try:
+        group = int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return
+    for pid in os.listdir("/proc"):
+        try:
+            if not pid.isdigit() or os.getpgid(int(pid)) != group:
+                continue
+            exe = os.readlink(f"/proc/{pid}/exe")
+            if exe == "/usr/bin/chromedriver" or exe.startswith("/usr/lib/chromium/"):
+                os.kill(int(pid), signal.SIGKILL)
+        except OSError:
+            pass
+
+
 # --- the browser -----------------------------------------------------------------------------
 
 class Browser:
@@ -293,51 +241,66 @@ class Browser:
         self.base = f"http://127.0.0.1:{CONSOLE_PORT}"
         self.shots = stack.shots
         self.count = 0
-        self.group = None
+        self.service = None
+        self.driver = None
+        self.version = "?"
+
+    def start(self):
         chromium = shutil.which("chromium")
         chromedriver = shutil.which("chromedriver")
         if not chromium or not chromedriver:
-            raise chaos.SetupError("Debian's chromium and chromium-driver are not installed")
+            raise SetupError("Debian's chromium and chromium-driver are not installed")
         options = webdriver.ChromeOptions()
         options.binary_location = chromium
         for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1280,900",
                     "--no-proxy-server", "--remote-debugging-pipe", "--no-first-run", "--disable-extensions",
                     "--disable-background-networking", "--disable-sync", "--lang=en-US",
-                    f"--user-data-dir={stack.out / 'chromium-profile'}"):
+                    f"--user-data-dir={self.stack.out / 'chromium-profile'}"):
             options.add_argument(arg)
         # A confirm() before a delete or a replay is accepted as an operator would.
         options.unhandled_prompt_behavior = "accept"
         # Warnings only: at its default level chromedriver would log every command, typed passwords included.
-        service = Service(executable_path=chromedriver, port=DRIVER_PORT, log_output=str(stack.out / "chromedriver.log"),
-                          service_args=["--log-level=WARNING"], popen_kw={"start_new_session": True})
+        # A group of its own, so the browser's processes can be killed with it (`quit`).
+        self.service = Service(executable_path=chromedriver, port=DRIVER_PORT, log_output=str(self.stack.out / "chromedriver.log"),
+                               service_args=["--log-level=WARNING"], popen_kw={"start_new_session": True})
         try:
-            self.driver = webdriver.Chrome(service=service, options=options)
+            self.driver = webdriver.Chrome(service=self.service, options=options)
         except WebDriverException as e:
-            raise chaos.SetupError(f"Chromium did not start through chromedriver: {str(e).strip()[:600]}") from e
-        self.group = service.process.pid
-        stack.remember("group", self.group)
+            raise SetupError(f"Chromium did not start through chromedriver: {str(e).strip()[:600]}") from e
+        finally:
+            if self.group():
+                # For the next run, should this one be killed before `quit`.
+                self.stack.driver_group.write_text(f"{self.group()}\n")
         self.driver.set_page_load_timeout(30)
         self.driver.set_window_size(1280, 900)
         self.version = self.driver.capabilities.get("browserVersion", "?")
 
+    def group(self):
+        process = getattr(self.service, "process", None)
+        return process.pid if process else None
+
     def quit(self):
-        try:
-            self.driver.quit()
-        except Exception as e:  # noqa: BLE001  (the browser may be gone already)
-            log(f"closing the browser: {e}")
-        if self.group:
+        if self.driver:
+            try:
+                self.driver.quit()
+            except Exception as e:  # noqa: BLE001  (the browser may be gone already)
+                say(f"closing the browser: {e}")
+        group = self.group()
+        if group:
             # What is left of chromedriver's process group (the browser's helpers), after a moment.
             deadline = time.time() + 5
             while time.time() < deadline:
                 try:
-                    os.killpg(self.group, 0)
+                    os.killpg(group, 0)
                 except ProcessLookupError:
-                    return
+                    break
                 time.sleep(0.2)
-            try:
-                os.killpg(self.group, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            else:
+                try:
+                    os.killpg(group, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        self.stack.driver_group.unlink(missing_ok=True)
 
     # navigation and waits
     def go(self, path):
@@ -355,7 +318,7 @@ class Browser:
                 self.driver.execute_script("arguments[0].scrollIntoView({block: 'start'});", self.find(focus))
             self.driver.save_screenshot(str(self.shots / name))
         except WebDriverException as e:
-            log(f"screenshot {name}: {e}")
+            say(f"screenshot {name}: {e}")
         return name
 
     def find(self, css):
@@ -427,72 +390,82 @@ def cell(row, css):
     return found[0].text.strip() if found else ""
 
 
+def step(method):
+    """A step that raises leaves a screenshot of the page it was on (the test fails with the error)."""
+    @functools.wraps(method)
+    def run(self):
+        try:
+            return method(self)
+        except Exception:
+            try:
+                slug = method.__name__.replace("_", "-")
+                self.check.log(f"{method.__name__} raised on page {self.browser.path()}; "
+                               f"screenshot {self.browser.shot(slug + '-error')}")
+            except WebDriverException:
+                pass
+            raise
+    return run
+
+
 class Scenario:
-    def __init__(self, stack, report):
+    """What the steps share: the browser, the devices and the requests they send. `check` is the
+    running test's."""
+
+    def __init__(self, stack, browser):
         self.stack = stack
-        self.report = report
-        self.check = report.check
-        self.browser = None
+        self.browser = browser
+        self.check = None
         self.catalogs = catalogs()
-        self.tokens = [hashlib.sha256(f"console:{SECRET_RUN}:{i}".encode()).hexdigest() for i in range(DEVICES)]
+        self.tokens = [hashlib.sha256(f"console:{RUN}:{i}".encode()).hexdigest() for i in range(DEVICES)]
         self.locale = {t: LOCALES[i % len(LOCALES)] for i, t in enumerate(self.tokens)}
-        self.bystander = hashlib.sha256(f"console:{SECRET_RUN}:bystander".encode()).hexdigest()
-        self.request_id = f"console-news-{SECRET_RUN}"
-        self.dead_request_id = f"console-dead-{SECRET_RUN}"
+        self.bystander = hashlib.sha256(f"console:{RUN}:bystander".encode()).hexdigest()
+        self.request_id = f"console-news-{RUN}"
+        self.dead_request_id = f"console-dead-{RUN}"
         self.logged_in = False
         self.timings = {}
 
-    def step(self, name, fn):
-        """Runs one step; an exception fails it (with a screenshot) and the scenario goes on. A
-        signal or the run's time limit (chaos.Interrupted) and a setup failure end the run."""
-        log(f"--- step {name}")
-        try:
-            fn()
-        except (chaos.Interrupted, chaos.SetupError):
-            raise
-        except Exception as e:  # noqa: BLE001  (a failed step is reported, the next one runs)
-            where = ""
-            if self.browser:
-                slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
-                try:
-                    where = f" (page {self.browser.path()}, screenshot {self.browser.shot(slug + '-error')})"
-                except WebDriverException:
-                    pass
-            self.check(False, f"step {name}", f"{type(e).__name__}: {str(e).strip()[:500]}{where}")
-
     def api(self, method, path, key=None, body=None):
+        """The console's JSON API with the bearer key (`key=""`: none)."""
         headers = {"Authorization": f"Bearer {key if key is not None else self.stack.api_key}"} if key != "" else {}
-        status, _, data = http_call(CONSOLE_PORT, method, path, body=body, headers=headers)
+        reply = call(CONSOLE_PORT, method, path, body=body, headers=headers, timeout=10)
         try:
-            return status, json.loads(data) if data else None
+            return reply.status, json.loads(reply.body) if reply.body else None
         except ValueError:
-            return status, data[:300]
+            return reply.status, reply.body[:300]
 
     def sandbox_deliveries(self, since_ms, collapse_id):
-        data = chaos.http_json(self.stack.port["admin"], "GET", f"/deliveries?app={APP}&since={since_ms}", timeout=30)
+        data = http_json(self.stack.port["admin"], "GET", f"/deliveries?app={APP}&since={since_ms}", timeout=30)
         return [d for d in data.get("deliveries", []) if (d.get("headers") or {}).get("apns-collapse-id") == collapse_id]
 
+    # 0
+    def operator_hashes(self):
+        why = verify_pbkdf2(self.stack.password_hash, self.stack.password)
+        self.check(not why, "`pushctl console hash-password` prints a pbkdf2-sha256 hash of the password", why)
+        self.check(self.stack.key_hash == hashlib.sha256(self.stack.api_key.encode()).hexdigest(),
+                   "`pushctl console hash-key` prints the key's SHA-256 in hex", f"{self.stack.key_hash[:70]!r}")
+
     # 1
+    @step
     def register_devices(self):
-        key = self.stack.ingest_key()
         statuses = []
         for i, token in enumerate(self.tokens + [self.bystander]):
             body = {"user": f"console-user{i}", "locale": self.locale.get(token, "en"), "environment": "production",
                     "topics": [TOPIC] if token != self.bystander else ["sports"]}
-            status, _, _ = http_call(self.stack.port["push-ingest"], "PUT", f"/v1/apps/{APP}/devices/{token}", body=body,
-                                     headers={"Authorization": f"Bearer {key}"})
-            statuses.append(status)
+            reply = call(self.stack.port["push-ingest"], "PUT", f"/v1/apps/{APP}/devices/{token}", body=body,
+                         headers={"Authorization": f"Bearer {self.stack.ingest_key}"}, timeout=10)
+            statuses.append(reply.status)
         self.check(all(s in (200, 201) for s in statuses),
                    f"{DEVICES} devices on topic {TOPIC} ({', '.join(LOCALES)}) and one on another topic registered "
                    f"through push-ingest's PUT /v1/apps/{{app}}/devices/{{token}}", f"HTTP {statuses}")
 
     # 2
+    @step
     def login(self):
         b = self.browser
-        status, headers, _ = http_call(CONSOLE_PORT, "GET", "/requests")
-        location = urllib.parse.urlsplit(headers.get("location", "")).path
-        self.check(status == 303 and location == "/login", "an unauthenticated GET /requests answers 303 to /login",
-                   f"HTTP {status}, Location {headers.get('location')!r}")
+        reply = call(CONSOLE_PORT, "GET", "/requests", timeout=10)
+        location = urllib.parse.urlsplit(reply.headers.get("location", "")).path
+        self.check(reply.status == 303 and location == "/login", "an unauthenticated GET /requests answers 303 to /login",
+                   f"HTTP {reply.status}, Location {reply.headers.get('location')!r}")
         b.go("/requests")
         b.wait("form#login")
         self.check(b.path() == "/login", "the browser opening /requests lands on the login page", f"at {b.path()}")
@@ -525,6 +498,7 @@ class Scenario:
         b.shot("logged-in")
 
     # 3
+    @step
     def compose_and_send(self):
         b = self.browser
         b.click_to_next_page(b.find("a#nav-compose"), "form#compose")
@@ -547,7 +521,7 @@ class Scenario:
             locale = row.get_attribute("data-locale")
             pre = row.find_elements(By.CSS_SELECTOR, "pre.payload")
             rows[locale] = pre[0].text if pre else ""
-        log(f"preview rows: {sorted(rows)}")
+        self.check.log(f"preview rows: {sorted(rows)}")
         for family, language in (("en", "English"), ("de", "German"), ("zh", "Traditional Chinese"), ("fr", "English (fr falls back)")):
             found = {k: v for k, v in rows.items() if k and k.split("-")[0].lower() == family}
             if not found:
@@ -577,6 +551,7 @@ class Scenario:
         b.shot("request-page")
 
     # 4
+    @step
     def request_done(self):
         b = self.browser
         if not b.path().startswith("/requests/"):
@@ -606,11 +581,10 @@ class Scenario:
         counts = {}
         for name in ("targeted", "skipped", "batches", "sent", "delivered", "failed", "retried", "deferred", "removed"):
             counts[name] = b.text(f"#count-{name}") if b.has(f"#count-{name}") else None
-        log(f"request page counts: {counts}")
+        self.check.log(f"request page counts: {counts}")
 
         deliveries = self.sandbox_deliveries(self.sent_at_ms, self.request_id)
         delivered_tokens = {d["token"] for d in deliveries}
-        self.delivered_news = len(delivered_tokens)
         self.check(counts["delivered"] == str(DEVICES) and len(delivered_tokens) == DEVICES,
                    f"#count-delivered ({counts['delivered']}) = the device count ({DEVICES}) = distinct tokens apns-sandbox "
                    f"received with apns-collapse-id {self.request_id} ({len(delivered_tokens)})",
@@ -647,11 +621,12 @@ class Scenario:
         b.shot("requests")
 
     # 5
+    @step
     def dead_letter_and_replay(self):
         b = self.browser
         admin = self.stack.port["admin"]
         target = self.tokens[1]
-        chaos.http_json(admin, "PUT", "/faults", {"status": 500, "rate": 1.0})
+        http_json(admin, "PUT", "/faults", {"status": 500, "rate": 1.0})
         try:
             b.click_to_next_page(b.find("a#nav-compose"), "form#compose")
             form = b.find("form#compose")
@@ -673,14 +648,14 @@ class Scenario:
             rows = wait_for(dead_rows, 30, step=1)
             b.shot("dead-letters")
         finally:
-            chaos.http_json(admin, "DELETE", "/faults")
+            http_json(admin, "DELETE", "/faults")
         self.check(bool(rows), "with the sandbox answering 500, the push is dead-lettered and shows in /dead",
                    f"{len(rows or [])} rows")
         if not rows:
             return
         mine = [r for r in rows if self.dead_request_id in cell(r, "td.body") or target in cell(r, "td.body")]
         if not mine and len(rows) == 1:
-            log("the /dead row's body names neither the request id nor the token; taking the only row")
+            self.check.log("the /dead row's body names neither the request id nor the token; taking the only row")
             mine = rows
         self.check(len(mine) == 1, "exactly one dead letter is this push's", f"{len(mine)} of {len(rows)} rows")
         if not mine:
@@ -689,7 +664,7 @@ class Scenario:
         key = row.get_attribute("data-key")
         reason = cell(row, "td.reason")
         source = cell(row, "td.source")
-        log(f"dead letter {key!r}: reason {reason!r}, source {source!r}")
+        self.check.log(f"dead letter {key!r}: reason {reason!r}, source {source!r}")
         self.check(bool(key) and re.search(r"InternalServerError|500|attempt", reason, re.I) is not None,
                    f"its row has a key and the reason push-send gave ({reason!r})", f"data-key {key!r}, td.reason {reason!r}")
         # push-send publishes its dead letters itself (no x-death header): the console infers the
@@ -732,6 +707,7 @@ class Scenario:
                    f"no delivery to {target[:16]}… with apns-collapse-id {self.dead_request_id} within 30 s")
 
     # 6
+    @step
     def tokens_page(self):
         b = self.browser
         token = self.tokens[2]
@@ -760,9 +736,9 @@ class Scenario:
         error = b.text("#error") if b.has("#error") else ""
         self.check(bool(notice) and not error, "delete: #notice", f"#notice {notice!r}, #error {error!r}")
         b.shot("token-deleted")
-        status, _, _ = http_call(self.stack.port["push-ingest"], "GET", f"/v1/apps/{APP}/devices/{token}",
-                                 headers={"Authorization": f"Bearer {self.stack.ingest_key()}"})
-        self.check(status == 404, "push-ingest no longer has the device (GET answers 404)", f"HTTP {status}")
+        reply = call(self.stack.port["push-ingest"], "GET", f"/v1/apps/{APP}/devices/{token}",
+                     headers={"Authorization": f"Bearer {self.stack.ingest_key}"}, timeout=10)
+        self.check(reply.status == 404, "push-ingest no longer has the device (GET answers 404)", f"HTTP {reply.status}")
         if not b.has("form#token-lookup"):
             b.click_to_next_page(b.find("a#nav-tokens"), "form#token-lookup")
         lookup()
@@ -783,6 +759,7 @@ class Scenario:
         return pre[0].text if pre else ""
 
     # 7
+    @step
     def json_api(self):
         b = self.browser
         status, body = self.api("GET", "/api/v1/status")
@@ -807,6 +784,7 @@ class Scenario:
         b.shot("status")
 
     # 8
+    @step
     def logout(self):
         b = self.browser
         b.click_to_next_page(b.find("form#logout #logout-submit"), "form#login")
@@ -817,92 +795,108 @@ class Scenario:
         self.check(b.path() == "/login" and not b.has("#operator"), "after logout /requests asks for a login again", f"at {b.path()}")
         b.shot("after-logout")
 
-    def run(self):
-        self.step("1 register devices", self.register_devices)
-        self.step("2 login", self.login)
-        if not self.logged_in:
-            self.check(False, "steps 3-8 need a login", "skipped")
-            return
-        self.step("3 compose, preview, send", self.compose_and_send)
-        self.step("4 delivery report", self.request_done)
-        self.step("5 dead letter and replay", self.dead_letter_and_replay)
-        self.step("6 token lookup and delete", self.tokens_page)
-        self.step("7 JSON API", self.json_api)
-        self.step("8 logout", self.logout)
+    # 9
+    def console_log(self):
+        """Every action logged with push.operator and push.action; no secret in any log."""
+        wanted = ("login", "preview", "send", "replay", "delete", "logout")
+
+        def missing():
+            # The processes still run: the last action's line may take a moment to reach the file.
+            actions = [(r.get("push.action"), r.get("push.operator"), r.get("level"))
+                       for r in self.stack.log_records("push-console") if r.get("push.action")]
+            names = " ".join(str(a) for a, operator, _ in actions if operator == OPERATOR).lower()
+            return actions, [a for a in wanted if a not in names]
+
+        wait_for(lambda: not missing()[1], 5, step=0.2)
+        actions, absent = missing()
+        self.check.log(f"push-console logged actions: {actions}")
+        self.check(not absent, "push-console logged every action with push.operator and push.action", f"none for {absent}")
+        logs = [p for p in self.stack.out.glob("*.log") if p.name != "chromedriver.log"]
+        leaked = [p.name for p in logs
+                  if self.stack.password in p.read_text(errors="replace") or self.stack.api_key in p.read_text(errors="replace")]
+        self.check(not leaked, f"neither the password nor the API key is in the services' logs ({len(logs)})", f"in {leaked}")
 
 
-def check_console_log(stack, report):
-    """Every action logged with push.operator and push.action; no secret in any log."""
-    actions = []
-    path = stack.out / "push-console.log"
-    text = path.read_text(errors="replace") if path.exists() else ""
-    for line in text.splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict) and record.get("push.action"):
-            actions.append((record.get("push.action"), record.get("push.operator"), record.get("level")))
-    log(f"push-console logged actions: {actions}")
-    names = " ".join(str(a) for a, operator, _ in actions if operator == OPERATOR).lower()
-    missing = [a for a in ("login", "preview", "send", "replay", "delete", "logout") if a not in names]
-    report.check(not missing, "push-console logged every action with push.operator and push.action", f"none for {missing}")
-    logs = [p for p in stack.out.glob("*.log") if p.name != "chromedriver.log"]
-    leaked = [p.name for p in logs if stack.password in p.read_text(errors="replace") or stack.api_key in p.read_text(errors="replace")]
-    report.check(not leaked, f"neither the password nor the API key is in the services' logs ({len(logs)})", f"in {leaked}")
+# --- the fixtures and the tests, in the scenario's order -------------------------------------------
+
+@pytest.fixture(scope="module")
+def console_stack(bin_dir):
+    if not (bin_dir / "push-console").exists():
+        pytest.exit(f"--bin-dir {bin_dir} lacks push-console (swift build first)", returncode=3)
+    yield from serve(ConsoleStack(bin_dir))
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--bin-dir", default=str(ROOT / ".build" / "debug"))
-    parser.add_argument("--log-level", default="warning")
-    parser.add_argument("--timeout", type=float, default=360, help="seconds the whole run may take")
-    args = parser.parse_args()
-    os.environ["NO_PROXY"] = os.environ["no_proxy"] = "127.0.0.1,localhost"
-    missing = [n for n in ["apns-sandbox", *chaos.SERVICES, "push-console", "pushctl"] if not (Path(args.bin_dir) / n).exists()]
-    if missing:
-        print(f"console: missing in {args.bin_dir}: {', '.join(missing)} (swift build first)", file=sys.stderr)
-        return 3
-
-    report = Report()
-    stack = ConsoleStack(args)
-    scenario = Scenario(stack, report)
-
-    def body():
-        stack.start_servers()
-        password_hash, key_hash = stack.write_operators()
-        why = verify_pbkdf2(password_hash, stack.password)
-        report.check(not why, "`pushctl console hash-password` prints a pbkdf2-sha256 hash of the password", why)
-        report.check(key_hash == hashlib.sha256(stack.api_key.encode()).hexdigest(),
-                     "`pushctl console hash-key` prints the key's SHA-256 in hex", f"{key_hash[:70]!r}")
-        stack.start_sandbox()
-        stack.extra_env = {"push-send": {"PUSH_SEND_MAX_ATTEMPTS": "1"},
-                           "push-console": {"PUSH_CONSOLE_OPERATORS_FILE": str(stack.operators), "PUSH_LOG_LEVEL": "info",
-                                            "PUSH_LOG_FORMAT": "json"}}
-        for name in chaos.SERVICES + ["push-console"]:
-            stack.start_service(name)
-        scenario.browser = Browser(stack)
-        log(f"Chromium {scenario.browser.version}, 1280x900, headless; console on 127.0.0.1:{CONSOLE_PORT}")
-        try:
-            scenario.run()
-        finally:
-            scenario.browser.quit()
-
-    rc, statuses = chaos.run_stack(stack, body, timeout=args.timeout, say=log)
-    for name in chaos.SERVICES + ["push-console", "apns-sandbox"]:
-        if name in statuses:
-            report.check(statuses[name] in (0, None), f"{name} exits 0 on SIGTERM", f"exit {statuses[name]}")
-    if rc == 0:
-        check_console_log(stack, report)
-    else:
-        report.check(False, "the stack ran", f"{'setup failed' if rc == 3 else 'interrupted'} (logs in {stack.out})")
-    timings = ", ".join(f"{k} {v:.1f} s" for k, v in scenario.timings.items())
-    log(f"screenshots: {stack.shots}; logs: {stack.out}" + (f"; {timings}" if timings else ""))
-    print(f"console: {report.passed} passed, {report.failed} failed ({time.monotonic() - START:.0f} s)", flush=True)
-    if rc == 3:
-        return 3
-    return 1 if report.failed or rc else 0
+@pytest.fixture(scope="module")
+def browser(console_stack, request):
+    b = Browser(console_stack)
+    # Registered before the start: chromedriver's group goes whatever happens from here on.
+    request.addfinalizer(b.quit)
+    try:
+        b.start()
+    except SetupError as error:
+        pytest.exit(f"the browser did not start: {error} (logs in {console_stack.out})", returncode=3)
+    say(f"Chromium {b.version}, 1280x900, headless; console on 127.0.0.1:{CONSOLE_PORT}")
+    return b
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+@pytest.fixture(scope="module")
+def scenario(console_stack, browser):
+    state = Scenario(console_stack, browser)
+    yield state
+    timings = ", ".join(f"{k} {v:.1f} s" for k, v in state.timings.items())
+    say(f"screenshots: {console_stack.shots}; logs: {console_stack.out}" + (f"; {timings}" if timings else ""))
+
+
+@pytest.fixture
+def console(scenario, checks):
+    """The scenario, its checks counted in the running test."""
+    scenario.check = checks
+    return scenario
+
+
+@pytest.fixture
+def operator(console):
+    """The scenario with the operator logged in by test_login (its steps mean nothing without)."""
+    if not console.logged_in:
+        pytest.skip("needs the login of test_login, which failed")
+    return console
+
+
+def test_operator_hashes(console):
+    console.operator_hashes()
+
+
+def test_register_devices(console):
+    console.register_devices()
+
+
+def test_login(console):
+    console.login()
+
+
+def test_compose_preview_send(operator):
+    operator.compose_and_send()
+
+
+def test_delivery_report(operator):
+    operator.request_done()
+
+
+def test_dead_letter_and_replay(operator):
+    operator.dead_letter_and_replay()
+
+
+def test_token_lookup_and_delete(operator):
+    operator.tokens_page()
+
+
+def test_json_api(operator):
+    operator.json_api()
+
+
+def test_logout(operator):
+    operator.logout()
+
+
+def test_console_log(console):
+    console.console_log()

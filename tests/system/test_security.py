@@ -62,7 +62,6 @@ import os
 import re
 import secrets
 import select
-import shutil
 import socket
 import subprocess
 import threading
@@ -274,8 +273,9 @@ class SecurityStack(Stack):
                              "PUSH_CONSOLE_TRUSTED_PROXIES": "127.0.0.1/32", "PUSH_LOG_FORMAT": "json", "PUSH_LOG_LEVEL": "info"},
         }
 
+    CLEAN_OUT = True
+
     def start_servers(self):
-        shutil.rmtree(self.out, ignore_errors=True)
         super().start_servers()
         self.write_console_files()
         self.proxy.start()
