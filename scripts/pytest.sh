@@ -24,7 +24,7 @@ while (($#)); do
         --bin-dir) BIN_DIR=${2:?--bin-dir needs a directory}; shift 2 ;;
         --bin-dir=*) BIN_DIR=${1#*=}; shift ;;
         --requirements) REQUIREMENTS=${2:?--requirements needs a file}; shift 2 ;;
-        tests/*) modules+=("$1"); shift ;;
+        tests/*.py) modules+=("$1"); shift ;;
         *) args+=("$1"); shift ;;
     esac
 done
@@ -56,9 +56,9 @@ if ! command -v redis-server >/dev/null || [[ ! -x ${PUSH_RABBITMQ_BIN_DIR:-/usr
     exit 3
 fi
 
-# Loopback only: no proxy of the caller's may sit between a check and its stack.
-export NO_PROXY=127.0.0.1,localhost no_proxy=127.0.0.1,localhost
-unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY
+# No proxy of the caller's sits between a check and its loopback stack (what a check fetches from
+# outside, a package, may still go through it).
+export NO_PROXY="127.0.0.1,localhost${NO_PROXY:+,$NO_PROXY}" no_proxy="127.0.0.1,localhost${no_proxy:+,$no_proxy}"
 mkdir -p "$LOCAL/junit"
 exec "$PY" -m pytest "${modules[@]}" --bin-dir "$BIN_DIR" -p no:cacheprovider -ra \
     --junitxml "$LOCAL/junit/$NAME.xml" -o junit_suite_name="$NAME" "${args[@]}"

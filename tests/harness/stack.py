@@ -36,45 +36,6 @@ class SetupError(Exception):
     """The stack could not be set up (not a check's failure)."""
 
 
-class Interrupted(Exception):
-    pass
-
-
-def on_signal(signum, _frame):
-    raise Interrupted(f"signal {signum}")
-
-
-def run_stack(stack, body, timeout=None, say=None):
-    """Runs `body()` against `stack`; whatever happens (an exception, SIGINT/SIGTERM/SIGHUP, or
-    `timeout` seconds passing), stops the services and then the servers. Returns (rc, statuses):
-    rc 0, 130 (interrupted or timed out) or 3 (setup failed); statuses {name: exit status} of the
-    processes stopped at the end. The harnesses (chaos, hostile, live-activities) share it."""
-    say = say or log
-    for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGALRM):
-        signal.signal(number, on_signal)
-    if timeout:
-        signal.alarm(int(timeout))
-    rc = 0
-    statuses = {}
-    try:
-        body()
-    except Interrupted as e:
-        say(f"interrupted ({e}); stopping everything")
-        rc = 130
-    except SetupError as e:
-        say(f"setup failed: {e}")
-        rc = 3
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        try:
-            statuses = stack.stop_all()
-        finally:
-            stack.stop_servers()
-    return rc, statuses
-
-
 class Stack:
     APP = "com.example.harness"
     # False for a stack of apns-sandbox alone (clients of its own talk to it): no RabbitMQ, Redis or apps file.

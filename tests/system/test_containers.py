@@ -1,31 +1,38 @@
-#!/usr/bin/env python3
-"""Container hygiene checks (run by scripts/checks/containers.sh, which installs the tools).
+"""Container hygiene without a container engine or a Kubernetes cluster (scripts/checks/containers.sh
+runs this module in .local/venv-containers, which holds hadolint and kubernetes-validate). One test
+per step, in this order:
 
-1. hadolint deploy/Dockerfile: no finding at any level (what is ignored carries its reason in place).
-2. The final stage runs as a numeric non-root USER (Kubernetes' runAsNonRoot can only check a
-   number) and has a HEALTHCHECK whose script is copied into the image and is valid sh.
-3. The HEALTHCHECK script itself: against a running apns-sandbox (its --admin-port) it succeeds,
-   against a closed port it fails, for a program it does not know (pushctl) it succeeds; for
-   push-console it asks PUSH_HTTP_PORT (the console has no admin port), not PUSH_ADMIN_PORT.
-4. The build stage COPYs every top-level directory Package.swift puts a target in (SwiftPM refuses a
-   package whose target directory is missing: the image did not build before Benchmarks/ was copied).
-   Then the build stage runs, as written, in a scratch copy of the build context (.local/image-build;
-   only the apt-get installs are skipped): its Swift tag must be the toolchain the tests ran with,
-   every file the runtime stage COPYs --from=build must exist afterwards, every executable product
-   whose target is in Sources/ must be among them and start. (A regex read of the RUN line passed
-   while SwiftPM built only the last of seven --product options.) And Package.swift's testedVersions,
-   which the image builds exactly, must be what the tests resolved (Package.resolved).
-5. .dockerignore keeps the build output, local state, the git history, .env, the keys and
-   push-console's operators file (config/console-operators.json: COPY config would bake it in) out.
-6. docker-compose config -q: docker-compose.yml, and with docker-compose.cluster.yml over it, with a
-   .env as `make .env` makes it (in a scratch copy: the repository's own .env is not touched).
-7. kubernetes-validate --strict (Kubernetes' own schemas, unknown fields refused) on every manifest
-   as it would be applied: deploy/kubernetes/*.yaml, deploy/kubernetes/monitoring/*.yaml, and the
-   cluster overlay rendered (its resources with its JSON 6902 patches applied to the targets they
-   select). Custom resources (KEDA, the RabbitMQ operator, the Prometheus operator) have no schema
-   there: they are listed, not failed.
+- test_hadolint: hadolint deploy/Dockerfile, no finding at any level; every `hadolint ignore=` has
+  its reason in the comment above it.
+- test_runtime_stage: the final stage runs as a numeric non-root USER (Kubernetes' runAsNonRoot can
+  only check a number) and has a HEALTHCHECK whose script is copied into the image and is valid sh.
+- test_healthcheck: deploy/healthcheck.sh against the --bin-dir apns-sandbox on free loopback ports:
+  healthy against its --admin-port, unhealthy against a closed port, healthy for a program it does
+  not know (pushctl); for push-console it asks PUSH_HTTP_PORT (no admin port), not PUSH_ADMIN_PORT.
+- test_target_directories_copied: the build stage COPYs every top-level directory Package.swift puts
+  a target in (SwiftPM refuses a package whose target directory is missing: the image did not build
+  before Benchmarks/ was copied).
+- test_build_stage (the long one: a release build of every product, 10-20 min the first time on 2
+  cores; `-k "not build_stage"` leaves it out): the build stage runs as written in a scratch copy of
+  the build context (.local/image-build; only the apt-get installs are skipped): its Swift tag is the
+  toolchain the tests ran with, every file the runtime stage COPYs --from=build exists afterwards,
+  every executable product whose target is in Sources/ is among them and starts. (A regex read of
+  the RUN line passed while SwiftPM built only the last of seven --product options.)
+- test_tested_versions: Package.swift's testedVersions, which the image builds exactly, are what the
+  tests resolved (Package.resolved).
+- test_dockerignore: the build output, local state, the git history, .env, the keys and
+  push-console's operators file (COPY config would bake it in) stay out of the build context.
+- test_compose_config: docker-compose config -q on docker-compose.yml, and with
+  docker-compose.cluster.yml over it, with a .env as `make .env` makes it (in a scratch copy).
+- test_pinned_brokers: every RabbitMQ image names an exact version, every RabbitmqCluster its image.
+- test_kubernetes_validate: kubernetes-validate --strict (Kubernetes' own schemas, unknown fields
+  refused) on every manifest as it would be applied: deploy/kubernetes/*.yaml,
+  deploy/kubernetes/monitoring/*.yaml, and each overlay rendered (its resources with its JSON 6902
+  patches applied to the targets they select). Custom resources (KEDA, the RabbitMQ and Prometheus
+  operators) have no schema there: they are listed, not failed.
+- test_pod_security, test_console_keys, test_redis_configs, test_network_policies: the hardening of
+  every shipped manifest set (and the compose files where they apply), as their docstrings say.
 """
-import argparse
 import json
 import os
 import re
@@ -37,27 +44,14 @@ import tempfile
 import time
 from pathlib import Path
 
+import pytest
 import yaml
+from harness.net import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "deploy" / "Dockerfile"
 HEALTHCHECK = ROOT / "deploy" / "healthcheck.sh"
 KUBE = ROOT / "deploy" / "kubernetes"
-
-
-class Report:
-    def __init__(self):
-        self.passed = 0
-        self.failed = 0
-
-    def check(self, ok, what, detail=""):
-        if ok:
-            self.passed += 1
-            print(f"PASS  {what}")
-        else:
-            self.failed += 1
-            print(f"FAIL  {what}" + (f": {detail}" if detail else ""))
-        return ok
 
 
 def dockerfile_stages(text):
@@ -80,66 +74,109 @@ def dockerfile_stages(text):
     return stages
 
 
+def tool(name):
+    """A tool of the check's virtualenv (hadolint, kubernetes-validate), else of PATH (docker-compose)."""
+    path = Path(sys.prefix) / "bin" / name
+    found = str(path) if path.exists() else shutil.which(name)
+    if not found:
+        pytest.exit(f"{name} is missing (scripts/checks/containers.sh installs it)", returncode=3)
+    return found
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-def healthcheck_runs(report, bin_dir):
-    sandbox = Path(bin_dir) / "apns-sandbox"
-    if not report.check(sandbox.is_file(), f"apns-sandbox is built in {bin_dir} (for the HEALTHCHECK test)"):
+@pytest.fixture(scope="module")
+def dockerfile():
+    """deploy/Dockerfile: (its text, the build stage, the final stage)."""
+    text = DOCKERFILE.read_text()
+    stages = dockerfile_stages(text)
+    return text, stages[0], stages[-1]
+
+
+def test_hadolint(checks, dockerfile):
+    text = dockerfile[0]
+    result = subprocess.run([tool("hadolint"), "--no-color", str(DOCKERFILE)], capture_output=True, text=True, timeout=120)
+    checks(result.returncode == 0 and not result.stdout.strip(), "hadolint deploy/Dockerfile: no finding",
+           (result.stdout + result.stderr).strip())
+    for match in re.finditer(r"# hadolint ignore=(\S+)", text):
+        before = text[:match.start()].rstrip().splitlines()[-1] if text[:match.start()].strip() else ""
+        checks(before.lstrip().startswith("#") and len(before.strip()) > 20,
+               f"hadolint ignore={match.group(1)} is justified in the comment above it", before)
+
+
+def test_runtime_stage(checks, dockerfile):
+    final = dockerfile[2]
+    users = [rest for instr, rest in final if instr == "USER"]
+    user = users[-1] if users else "root"
+    uid = user.split(":")[0]
+    checks(uid.isdigit() and int(uid) != 0, f"the image runs as a numeric non-root user (USER {user})")
+    healthchecks = [rest for instr, rest in final if instr == "HEALTHCHECK"]
+    checks(bool(healthchecks) and "CMD" in healthchecks[-1], "the image has a HEALTHCHECK", "none")
+    copies = [rest for instr, rest in final if instr == "COPY"]
+    checks(any("deploy/healthcheck.sh" in c and "/usr/local/bin/push-healthcheck" in c for c in copies)
+           and (not healthchecks or "/usr/local/bin/push-healthcheck" in healthchecks[-1]),
+           "the HEALTHCHECK's script is copied into the image where it is called")
+    result = subprocess.run(["sh", "-n", str(HEALTHCHECK)], capture_output=True, text=True)
+    checks(result.returncode == 0 and os.access(HEALTHCHECK, os.X_OK), "deploy/healthcheck.sh is valid sh and executable", result.stderr)
+
+
+def test_healthcheck(checks, bin_dir, tmp_path):
+    sandbox = bin_dir / "apns-sandbox"
+    if not checks(sandbox.is_file(), f"apns-sandbox is built in {bin_dir} (for the HEALTHCHECK test)"):
         return
     # Ports nothing else holds now (loopback only), so a stranger cannot answer for the sandbox.
     port, admin = free_port(), free_port()
     while admin == port:
         admin = free_port()
-    with tempfile.TemporaryDirectory() as tmp:
-        ca = Path(tmp) / "ca.pem"
-        process = subprocess.Popen(
-            [str(sandbox), "--port", str(port), "--admin-port", str(admin), "--ca-out", str(ca)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen([str(sandbox), "--port", str(port), "--admin-port", str(admin), "--ca-out", str(tmp_path / "ca.pem")],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def listening():
+        # Ready when its admin listener answers (the CA is written before that listener starts).
+        if process.poll() is not None:
+            return "exited"
         try:
-            # Ready when its admin listener answers (the CA is written before that listener starts).
-            deadline = time.monotonic() + 20
-            ready = False
-            while time.monotonic() < deadline and process.poll() is None and not ready:
-                try:
-                    with socket.create_connection(("127.0.0.1", admin), timeout=1):
-                        ready = True
-                except OSError:
-                    time.sleep(0.1)
-            if not report.check(ready, f"apns-sandbox listens on 127.0.0.1:{admin} (admin) for the HEALTHCHECK test",
-                                f"exit status {process.poll()}" if process.poll() is not None else "not within 20 s"):
-                return
+            with socket.create_connection(("127.0.0.1", admin), timeout=1):
+                return "ready"
+        except OSError:
+            return None
 
-            def run(cmdline, env=None):
-                path = Path(tmp) / "cmdline"
-                path.write_bytes(b"\0".join(arg.encode() for arg in cmdline) + b"\0")
-                full = dict(os.environ, PUSH_HEALTHCHECK_CMDLINE=str(path), **(env or {}))
-                return subprocess.run(["sh", str(HEALTHCHECK)], env=full, capture_output=True, text=True, timeout=15)
+    def run(cmdline, env=None):
+        path = tmp_path / "cmdline"
+        path.write_bytes(b"\0".join(arg.encode() for arg in cmdline) + b"\0")
+        full = dict(os.environ, PUSH_HEALTHCHECK_CMDLINE=str(path), **(env or {}))
+        return subprocess.run(["sh", str(HEALTHCHECK)], env=full, capture_output=True, text=True, timeout=15)
 
-            result = run(["/usr/local/bin/apns-sandbox", "--port", str(port), "--admin-port", str(admin)])
-            report.check(result.returncode == 0, "HEALTHCHECK: healthy against a running apns-sandbox (its --admin-port)", result.stderr.strip())
-            result = run(["/usr/local/bin/apns-sandbox", f"--admin-port={admin}"])
-            report.check(result.returncode == 0, "HEALTHCHECK: --admin-port=N read too", result.stderr.strip())
-            closed = free_port()
-            result = run(["/usr/local/bin/push-send"], {"PUSH_ADMIN_PORT": str(closed)})
-            report.check(result.returncode != 0, "HEALTHCHECK: unhealthy when the service's admin port (PUSH_ADMIN_PORT) does not answer",
-                         f"exit {result.returncode}")
-            result = run(["/usr/local/bin/pushctl", "queues"])
-            report.check(result.returncode == 0, "HEALTHCHECK: healthy for a program it does not know (pushctl)", result.stderr.strip())
-            # push-console: /healthz on PUSH_HTTP_PORT (the sandbox's admin listener stands in for it).
-            result = run(["/usr/local/bin/push-console"], {"PUSH_HTTP_PORT": str(admin), "PUSH_ADMIN_PORT": str(closed)})
-            report.check(result.returncode == 0, "HEALTHCHECK: push-console healthy on its PUSH_HTTP_PORT (PUSH_ADMIN_PORT not asked)", result.stderr.strip())
-            result = run(["/usr/local/bin/push-console"], {"PUSH_HTTP_PORT": str(closed), "PUSH_ADMIN_PORT": str(admin)})
-            report.check(result.returncode != 0, "HEALTHCHECK: push-console unhealthy when its PUSH_HTTP_PORT does not answer", f"exit {result.returncode}")
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
+    try:
+        if not checks(wait_for(listening, 20, step=0.1) == "ready", f"apns-sandbox listens on 127.0.0.1:{admin} (admin) for the HEALTHCHECK test",
+                      f"exit status {process.poll()}" if process.poll() is not None else "not within 20 s"):
+            return
+        result = run(["/usr/local/bin/apns-sandbox", "--port", str(port), "--admin-port", str(admin)])
+        checks(result.returncode == 0, "HEALTHCHECK: healthy against a running apns-sandbox (its --admin-port)", result.stderr.strip())
+        result = run(["/usr/local/bin/apns-sandbox", f"--admin-port={admin}"])
+        checks(result.returncode == 0, "HEALTHCHECK: --admin-port=N read too", result.stderr.strip())
+        closed = free_port()
+        result = run(["/usr/local/bin/push-send"], {"PUSH_ADMIN_PORT": str(closed)})
+        checks(result.returncode != 0, "HEALTHCHECK: unhealthy when the service's admin port (PUSH_ADMIN_PORT) does not answer",
+               f"exit {result.returncode}")
+        result = run(["/usr/local/bin/pushctl", "queues"])
+        checks(result.returncode == 0, "HEALTHCHECK: healthy for a program it does not know (pushctl)", result.stderr.strip())
+        # push-console: /healthz on PUSH_HTTP_PORT (the sandbox's admin listener stands in for it).
+        result = run(["/usr/local/bin/push-console"], {"PUSH_HTTP_PORT": str(admin), "PUSH_ADMIN_PORT": str(closed)})
+        checks(result.returncode == 0, "HEALTHCHECK: push-console healthy on its PUSH_HTTP_PORT (PUSH_ADMIN_PORT not asked)", result.stderr.strip())
+        result = run(["/usr/local/bin/push-console"], {"PUSH_HTTP_PORT": str(closed), "PUSH_ADMIN_PORT": str(admin)})
+        checks(result.returncode != 0, "HEALTHCHECK: push-console unhealthy when its PUSH_HTTP_PORT does not answer", f"exit {result.returncode}")
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def package_target_roots():
@@ -173,6 +210,15 @@ def shipped_products():
             products.append(match.group(1))
     return products
 
+
+def test_target_directories_copied(checks, dockerfile):
+    build = dockerfile[1]
+    copied = {rest.split()[0].rstrip("/") for instr, rest in build if instr == "COPY" and not rest.startswith("--")}
+    roots = package_target_roots()
+    missing = sorted(roots - copied)
+    checks(not missing, f"the build stage copies every directory with targets ({', '.join(sorted(roots))})", f"missing {missing}")
+
+
 IMAGE_BUILD = ROOT / ".local" / "image-build"
 
 
@@ -205,20 +251,21 @@ def shell_assignments(text):
             for m in re.finditer(r'(\w+)=(?:"([^"]*)"|(\S*))', text)}
 
 
-def run_build_stage(report, build, final):
+def test_build_stage(checks, dockerfile):
     """Runs the build stage's instructions as written, in a scratch copy of the build context under
     .local/image-build (the container's / is that folder): COPY copies from the repository, WORKDIR
     moves, ENV and ARG set variables, RUN runs with sh, except the package installs (apt-get), which
     this machine has made already. Then every file the runtime stage copies from this stage must be
     there, and every shipped program must be among them and start (`--help`)."""
+    build, final = dockerfile[1], dockerfile[2]
     froms = [rest for instr, rest in build if instr == "FROM"]
     image = froms[0].split()[0] if froms else ""
     version = subprocess.run(["swift", "--version"], capture_output=True, text=True).stdout
     local = re.search(r"Swift version (\d+\.\d+(?:\.\d+)?)", version)
     tag = re.match(r"swift:(\d+\.\d+(?:\.\d+)?)-", image)
-    report.check(bool(local and tag and tag.group(1) == local.group(1)),
-                 f"the build stage's toolchain ({image}) is the one the tests ran with (Swift {local.group(1) if local else '?'})",
-                 "pin the FROM tag to `swift --version`")
+    checks(bool(local and tag and tag.group(1) == local.group(1)),
+           f"the build stage's toolchain ({image}) is the one the tests ran with (Swift {local.group(1) if local else '?'})",
+           "pin the FROM tag to `swift --version`")
     IMAGE_BUILD.mkdir(parents=True, exist_ok=True)
     workdir = Path("/")
     env = dict(os.environ)
@@ -231,7 +278,7 @@ def run_build_stage(report, build, final):
             (IMAGE_BUILD / workdir.relative_to("/")).mkdir(parents=True, exist_ok=True)
         elif instr == "COPY":
             if rest.startswith("--"):
-                report.check(False, f"the build stage's COPY {rest} can be run here", "COPY options are not supported by this check")
+                checks(False, f"the build stage's COPY {rest} can be run here", "COPY options are not supported by this check")
                 return
             *sources, target = rest.split()
             for source in sources:
@@ -241,42 +288,42 @@ def run_build_stage(report, build, final):
                 copy_context(ROOT / source, destination)
         elif instr == "RUN":
             if "apt-get" in rest:
-                print("info  build stage: skipped the package install (this machine has installed them)")
+                checks.log("build stage: skipped the package install (this machine has installed them)")
                 continue
             absolute = [w for w in re.findall(r"(?<![\w$])/[\w./-]+", rest)]
-            if not report.check(not absolute, "the build stage's RUN commands name only paths under WORKDIR (so this check can run them)",
-                                f"absolute paths {absolute}"):
+            if not checks(not absolute, "the build stage's RUN commands name only paths under WORKDIR (so this check can run them)",
+                          f"absolute paths {absolute}"):
                 return
-            print(f"info  build stage: RUN {rest[:140]}{'…' if len(rest) > 140 else ''}", flush=True)
+            checks.log(f"build stage: RUN {rest[:140]}{'…' if len(rest) > 140 else ''}")
             result = subprocess.run(["sh", "-c", rest], cwd=IMAGE_BUILD / workdir.relative_to("/"), env=env,
                                     capture_output=True, text=True, timeout=3600)
-            if not report.check(result.returncode == 0, f"build stage: RUN {rest[:80]}… exits 0",
-                                (result.stdout + result.stderr).strip()[-2000:]):
+            if not checks(result.returncode == 0, f"build stage: RUN {rest[:80]}… exits 0",
+                          (result.stdout + result.stderr).strip()[-2000:]):
                 return
-    print(f"info  build stage ran in {time.monotonic() - started:.0f} s")
+    checks.log(f"build stage ran in {time.monotonic() - started:.0f} s")
     shipped = shipped_products()
     copied = [rest.split() for instr, rest in final if instr == "COPY" and rest.startswith("--from=build")]
     programs = set()
     for parts in copied:
         for source in parts[1:-1]:
             path = IMAGE_BUILD / source.lstrip("/")
-            if not report.check(path.exists(), f"the runtime stage's COPY --from=build {source} exists after the build stage"):
+            if not checks(path.exists(), f"the runtime stage's COPY --from=build {source} exists after the build stage"):
                 continue
             if path.is_dir():
                 programs |= {f.name for f in path.iterdir() if f.is_file() and os.access(f, os.X_OK)}
     missing = [p for p in shipped if p not in programs]
-    report.check(shipped and not missing, f"the image gets every executable product in Sources/ ({', '.join(shipped)})",
-                 f"missing {missing}")
+    checks(shipped and not missing, f"the image gets every executable product in Sources/ ({', '.join(shipped)})",
+           f"missing {missing}")
     for parts in copied:
         for source in parts[1:-1]:
             for program in shipped:
                 binary = IMAGE_BUILD / source.lstrip("/") / program
                 if binary.is_file():
                     result = subprocess.run([str(binary), "--help"], capture_output=True, text=True, timeout=60)
-                    report.check(result.returncode == 0, f"the image's {program} starts (--help)", (result.stdout + result.stderr)[-400:])
+                    checks(result.returncode == 0, f"the image's {program} starts (--help)", (result.stdout + result.stderr)[-400:])
 
 
-def tested_versions(report):
+def test_tested_versions(checks):
     """Package.swift's testedVersions (what the image builds, exactly) agree with what `swift build`
     resolved for the tests (Package.resolved, written by swift build/test)."""
     text = (ROOT / "Package.swift").read_text()
@@ -284,16 +331,35 @@ def tested_versions(report):
     block = block[:block.index("]\n")]
     table = dict(re.findall(r'\("([^"]+)", "([^"]+)"\)', block))
     resolved_file = ROOT / "Package.resolved"
-    if not report.check(resolved_file.exists(), "Package.resolved exists (swift build ran) to compare testedVersions with"):
+    if not checks(resolved_file.exists(), "Package.resolved exists (swift build ran) to compare testedVersions with"):
         return
     resolved = {pin["location"]: pin["state"].get("version") for pin in json.loads(resolved_file.read_text())["pins"]}
     differ = sorted(f"{url}: tested {resolved.get(url)}, table {table.get(url)}"
                     for url in set(table) | set(resolved) if table.get(url) != resolved.get(url))
-    report.check(not differ, f"Package.swift's testedVersions are the {len(resolved)} versions the tests resolved",
-                 "; ".join(differ) + " (update testedVersions in Package.swift)")
+    checks(not differ, f"Package.swift's testedVersions are the {len(resolved)} versions the tests resolved",
+           "; ".join(differ) + " (update testedVersions in Package.swift)")
 
 
-def pinned_brokers(report):
+def test_dockerignore(checks):
+    needed = {".build", ".local", ".git", ".env", "config/keys", "config/console-operators.json"}
+    ignored = dockerignored()
+    checks(needed <= ignored, ".dockerignore keeps out " + ", ".join(sorted(needed)), f"missing {sorted(needed - ignored)}")
+
+
+def test_compose_config(checks, tmp_path):
+    for name in ("docker-compose.yml", "docker-compose.cluster.yml"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    shutil.copytree(ROOT / "deploy", tmp_path / "deploy")
+    (tmp_path / ".env").write_text(
+        "RABBITMQ_USER=push\nRABBITMQ_PASSWORD=" + "0" * 48 + "\nRABBITMQ_ERLANG_COOKIE=" + "A" * 32
+        + "\nREDIS_PASSWORD=" + "1" * 48 + "\n")
+    for files in (["docker-compose.yml"], ["docker-compose.yml", "docker-compose.cluster.yml"]):
+        command = ["docker-compose"] + [arg for f in files for arg in ("-f", f)] + ["config", "-q"]
+        result = subprocess.run([tool("docker-compose")] + command[1:], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        checks(result.returncode == 0, " ".join(command), (result.stdout + result.stderr).strip())
+
+
+def test_pinned_brokers(checks):
     """Every RabbitMQ image in the compose files and the manifests names an exact version
     (rabbitmq:X.Y.Z…), and every RabbitmqCluster names its image: the operator's default moves with
     the operator, and a minor tag moves with RabbitMQ's releases (4.x changed the delivery limit)."""
@@ -311,7 +377,7 @@ def pinned_brokers(report):
         for match in re.finditer(r"image:\s*[\"']?(rabbitmq:[^\s\"']+)", path.read_text()):
             if not re.fullmatch(r"rabbitmq:\d+\.\d+\.\d+[\w.-]*", match.group(1)):
                 loose.append(f"{path.relative_to(ROOT)}: {match.group(1)}")
-    report.check(not loose, f"every RabbitMQ image is pinned to an exact version ({clusters} RabbitmqCluster with its image)", "; ".join(loose))
+    checks(not loose, f"every RabbitMQ image is pinned to an exact version ({clusters} RabbitmqCluster with its image)", "; ".join(loose))
 
 
 def render_overlay(directory):
@@ -378,19 +444,17 @@ def apply_json_patch(document, operation):
         raise ValueError(f"JSON patch op {op} is not supported here")
 
 
-def kubernetes(report, venv):
-    validate = Path(venv) / "bin" / "kubernetes-validate"
+def test_kubernetes_validate(checks, overlays):
+    validate = tool("kubernetes-validate")
     sets = [("deploy/kubernetes/*.yaml", sorted(KUBE.glob("*.yaml")), None)]
     monitoring = sorted((KUBE / "monitoring").glob("*.yaml")) if (KUBE / "monitoring").is_dir() else []
     if monitoring:
         sets.append(("deploy/kubernetes/monitoring/*.yaml", monitoring, None))
-    for overlay in sorted(p.parent for p in KUBE.glob("*/kustomization.yaml")):
-        try:
-            documents = render_overlay(overlay)
-        except (ValueError, KeyError, IndexError) as error:
-            report.check(False, f"the overlay {overlay.relative_to(ROOT)} renders", str(error))
+    for overlay, documents in overlays.items():
+        if not isinstance(documents, list):
+            checks(False, f"the overlay {overlay.relative_to(ROOT)} renders", str(documents))
             continue
-        report.check(True, f"the overlay {overlay.relative_to(ROOT)} renders: {len(documents)} resources")
+        checks(True, f"the overlay {overlay.relative_to(ROOT)} renders: {len(documents)} resources")
         sets.append((f"{overlay.relative_to(ROOT)} (rendered)", None, documents))
     with tempfile.TemporaryDirectory() as tmp:
         for name, files, documents in sets:
@@ -398,16 +462,15 @@ def kubernetes(report, venv):
                 path = Path(tmp) / (re.sub(r"\W+", "-", name) + ".yaml")
                 path.write_text(yaml.safe_dump_all(documents, sort_keys=False))
                 files = [path]
-            result = subprocess.run([str(validate), "--strict", "--no-warn", *map(str, files)], capture_output=True, text=True, timeout=300)
+            result = subprocess.run([validate, "--strict", "--no-warn", *map(str, files)], capture_output=True, text=True, timeout=300)
             failures = [line for line in (result.stdout + result.stderr).splitlines() if line.startswith(("ERROR", "FAIL"))]
             passed = [line for line in result.stdout.splitlines() if line.startswith("INFO") and " passed " in line]
-            report.check(result.returncode == 0 and not failures,
-                         f"kubernetes-validate --strict {name}: {len(passed)} resources valid",
-                         "; ".join(failures) or (result.stdout + result.stderr).strip()[-800:])
-            crds = subprocess.run([str(validate), "--strict", *map(str, files)], capture_output=True, text=True, timeout=300)
+            checks(result.returncode == 0 and not failures, f"kubernetes-validate --strict {name}: {len(passed)} resources valid",
+                   "; ".join(failures) or (result.stdout + result.stderr).strip()[-800:])
+            crds = subprocess.run([validate, "--strict", *map(str, files)], capture_output=True, text=True, timeout=300)
             kinds = sorted({m.group(1) for m in re.finditer(r"Couldn't find schema for kind (\w+)", crds.stdout + crds.stderr)})
             if kinds:
-                print(f"info  {name}: custom resources without a schema there, not validated: {', '.join(kinds)}")
+                checks.log(f"{name}: custom resources without a schema there, not validated: {', '.join(kinds)}")
 
 
 # --- Hardening of the shipped deployments (pods, Redis, NetworkPolicies) ------------------------
@@ -417,16 +480,24 @@ WORKLOAD_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob")
 KUBE_README = KUBE / "README.md"
 
 
-def shipped_sets():
-    """(name, documents) for each way the manifests are applied: `kubectl apply -f deploy/kubernetes/`
-    and every overlay rendered as `kubectl apply -k` would."""
-    sets = [("deploy/kubernetes/*.yaml", [d for p in sorted(KUBE.glob("*.yaml")) for d in yaml.safe_load_all(p.read_text()) if d])]
+@pytest.fixture(scope="module")
+def overlays():
+    """{overlay directory: the documents `kubectl apply -k` would apply, or why it does not render}."""
+    rendered = {}
     for overlay in sorted(p.parent for p in KUBE.glob("*/kustomization.yaml")):
         try:
-            sets.append((f"{overlay.relative_to(ROOT)} (rendered)", render_overlay(overlay)))
-        except (ValueError, KeyError, IndexError):
-            pass  # reported by kubernetes()
-    return sets
+            rendered[overlay] = render_overlay(overlay)
+        except (ValueError, KeyError, IndexError) as error:
+            rendered[overlay] = error
+    return rendered
+
+
+@pytest.fixture(scope="module")
+def shipped(overlays):
+    """(name, documents) for each way the manifests are applied: `kubectl apply -f deploy/kubernetes/`
+    and every overlay that renders (test_kubernetes_validate fails on one that does not)."""
+    sets = [("deploy/kubernetes/*.yaml", [d for p in sorted(KUBE.glob("*.yaml")) for d in yaml.safe_load_all(p.read_text()) if d])]
+    return sets + [(f"{o.relative_to(ROOT)} (rendered)", d) for o, d in overlays.items() if isinstance(d, list)]
 
 
 def pod_spec(workload):
@@ -473,22 +544,22 @@ def pod_security_problems(workload):
     return problems
 
 
-def pod_security(report):
+def test_pod_security(checks, shipped):
     """Every Deployment, StatefulSet and Job shipped (the push services, the policy import, the Redis
     Cluster and its creation Job): the hardened securityContext of pod_security_problems."""
-    for name, documents in shipped_sets():
+    for name, documents in shipped:
         workloads = [d for d in documents if d.get("kind") in WORKLOAD_KINDS]
         bad = [f"{w['kind']} {w['metadata']['name']}: {', '.join(p)}" for w in workloads for p in [pod_security_problems(w)] if p]
-        report.check(workloads and not bad,
-                     f"{name}: every workload ({', '.join(w['metadata']['name'] for w in workloads)}) has runAsNonRoot and seccomp "
-                     "RuntimeDefault, and containers without privilege escalation or capabilities on a read-only root (push: /tmp an emptyDir)",
-                     "; ".join(bad) or "no workload")
+        checks(workloads and not bad,
+               f"{name}: every workload ({', '.join(w['metadata']['name'] for w in workloads)}) has runAsNonRoot and seccomp "
+               "RuntimeDefault, and containers without privilege escalation or capabilities on a read-only root (push: /tmp an emptyDir)",
+               "; ".join(bad) or "no workload")
 
 
-def console_keys(report):
+def test_console_keys(checks, shipped):
     """push-console gets apps.json of the Secret push-apps and not the signing keys beside it, in every
     manifest set and in the compose files (no keys volume)."""
-    for name, documents in shipped_sets():
+    for name, documents in shipped:
         consoles = [d for d in documents if d.get("kind") == "Deployment" and d["metadata"]["name"] == "push-console"]
         bad = []
         for console in consoles:
@@ -508,15 +579,15 @@ def console_keys(report):
                 for source in container.get("envFrom") or []:
                     if (source.get("secretRef") or {}).get("name") == "push-apps":
                         bad.append(f"{container['name']} takes push-apps as environment")
-        report.check(consoles and not bad, f"{name}: push-console mounts only apps.json of push-apps (items), not the signing keys",
-                     "; ".join(bad) or "no push-console Deployment")
+        checks(consoles and not bad, f"{name}: push-console mounts only apps.json of push-apps (items), not the signing keys",
+               "; ".join(bad) or "no push-console Deployment")
     base = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     volumes = (base["services"].get("push-console") or {}).get("volumes") or []
     keys = [v for v in volumes if "/app/config/keys" in (v.get("target", "") if isinstance(v, dict) else str(v))
             or (isinstance(v, str) and v.split(":")[0] == "keys")]
     cluster = yaml.safe_load((ROOT / "docker-compose.cluster.yml").read_text())
     keys += [v for v in (cluster["services"].get("push-console") or {}).get("volumes") or [] if "keys" in str(v)]
-    report.check("push-console" in base["services"] and not keys, "docker-compose*.yml: push-console mounts no keys volume", f"{keys}")
+    checks("push-console" in base["services"] and not keys, "docker-compose*.yml: push-console mounts no keys volume", f"{keys}")
 
 
 def redis_options(words):
@@ -576,7 +647,7 @@ def secret_env(container, name):
     return None
 
 
-def redis_configs(report):
+def test_redis_configs(checks, shipped):
     """Every shipped Redis: protected-mode yes, a password (from .env or a Secret, never in the file),
     maxmemory (below the container's memory limit on Kubernetes) with noeviction, masterauth in
     cluster mode; redis-cli in healthchecks, probes and the cluster's creation authenticates
@@ -615,11 +686,11 @@ def redis_configs(report):
             test = " ".join(map(str, (svc.get("healthcheck") or {}).get("test") or []))
             if "redis-cli" in test and not str(env.get("REDISCLI_AUTH", "")).startswith("${REDIS_PASSWORD"):
                 bad.append(f"{file}: {name}'s healthcheck runs redis-cli without REDISCLI_AUTH from REDIS_PASSWORD")
-    report.check(checked and not bad, f"compose Redis ({', '.join(checked)}): protected-mode yes, a password from .env, maxmemory with "
-                 "noeviction, masterauth in cluster mode, redis-cli authenticating (REDISCLI_AUTH)", "; ".join(bad))
+    checks(checked and not bad, f"compose Redis ({', '.join(checked)}): protected-mode yes, a password from .env, maxmemory with "
+           "noeviction, masterauth in cluster mode, redis-cli authenticating (REDISCLI_AUTH)", "; ".join(bad))
 
     # Kubernetes: every container running redis-server, its config file from a ConfigMap and its command.
-    for set_name, documents in shipped_sets():
+    for set_name, documents in shipped:
         configmaps = {d["metadata"]["name"]: d.get("data", {}) for d in documents if d.get("kind") == "ConfigMap"}
         checked, bad = [], []
         for workload in [d for d in documents if d.get("kind") in WORKLOAD_KINDS]:
@@ -663,10 +734,10 @@ def redis_configs(report):
                     if "redis-cli" in command and not secret_env(container, "REDISCLI_AUTH"):
                         bad.append(f"{label}: its {probe} runs redis-cli without REDISCLI_AUTH from a Secret")
         if checked or bad:
-            report.check(not bad, f"{set_name}: Redis ({', '.join(checked)}) with protected-mode yes, requirepass and masterauth from a Secret, "
-                         "maxmemory below the memory limit with noeviction, redis-cli authenticating", "; ".join(bad))
+            checks(not bad, f"{set_name}: Redis ({', '.join(checked)}) with protected-mode yes, requirepass and masterauth from a Secret, "
+                   "maxmemory below the memory limit with noeviction, redis-cli authenticating", "; ".join(bad))
         else:
-            print(f"info  {set_name}: no Redis runs here (an external one: deploy/kubernetes/README.md, \"Redis\")")
+            checks.log(f"{set_name}: no Redis runs here (an external one: deploy/kubernetes/README.md, \"Redis\")")
 
 
 def selector_matches(selector, labels):
@@ -727,7 +798,7 @@ def readme_redis_policy():
     return None
 
 
-def network_policies(report):
+def test_network_policies(checks, shipped):
     """NetworkPolicies, evaluated: every Redis pod shipped (and the README's template for an in-cluster
     Redis labelled app.kubernetes.io/name: redis) is selected by one that admits the five push services
     on 6379 and refuses other pods (another app, Prometheus, a push label from another namespace), and
@@ -742,7 +813,7 @@ def network_policies(report):
         "a pod labelled push-ingest in another namespace": ({"kubernetes.io/metadata.name": "dev"}, push["push-ingest"][1]),
         "Prometheus": ({"kubernetes.io/metadata.name": "monitoring"}, {"app.kubernetes.io/name": "prometheus"}),
     }
-    for set_name, documents in shipped_sets():
+    for set_name, documents in shipped:
         policies = [d for d in documents if d.get("kind") == "NetworkPolicy"]
         redis_pods = []
         for workload in [d for d in documents if d.get("kind") in WORKLOAD_KINDS]:
@@ -751,7 +822,7 @@ def network_policies(report):
                 redis_pods.append((f"{workload['kind']} {workload['metadata']['name']}", pod_labels(workload), bus))
         if set_name.startswith("deploy/kubernetes/*"):
             template = readme_redis_policy()
-            if not report.check(template is not None, "deploy/kubernetes/README.md gives a NetworkPolicy for an in-cluster Redis (app.kubernetes.io/name: redis)"):
+            if not checks(template is not None, "deploy/kubernetes/README.md gives a NetworkPolicy for an in-cluster Redis (app.kubernetes.io/name: redis)"):
                 continue
             redis_pods.append(("the README's in-cluster Redis", {"app.kubernetes.io/name": "redis"}, False))
             checked_policies = policies + [template]
@@ -773,12 +844,12 @@ def network_policies(report):
                         bad.append(f"{stranger} admitted on {port}")
             if bus and not networkpolicy_admits(checked_policies, labels, (ns, labels), 16379)[0]:
                 bad.append("its own nodes refused on the cluster bus 16379")
-            report.check(not bad, f"{set_name}: {what}'s pods admit the five push services on 6379, no other pod, and nobody else on 16379",
-                         "; ".join(bad))
+            checks(not bad, f"{set_name}: {what}'s pods admit the five push services on 6379, no other pod, and nobody else on 16379",
+                   "; ".join(bad))
         console = {"app.kubernetes.io/name": "push-console", "app.kubernetes.io/part-of": "push"}
         admitted = [f"{n} on {port}" for n, source in list(push.items()) + list(strangers.items()) for port in (8090, 8080)
                     if networkpolicy_admits(policies, console, source, port)[0]]
-        report.check(not admitted, f"{set_name}: push-console admits no pod (kubectl port-forward only)", ", ".join(admitted))
+        checks(not admitted, f"{set_name}: push-console admits no pod (kubectl port-forward only)", ", ".join(admitted))
         ingest = {"app.kubernetes.io/name": "push-ingest", "app.kubernetes.io/part-of": "push"}
         bad = []
         if not all(networkpolicy_admits(policies, ingest, s, 8080)[0] for s in strangers.values()):
@@ -790,81 +861,5 @@ def network_policies(report):
         for n, source in list(push.items()) + [("another app's pod", strangers["another app's pod"])]:
             if networkpolicy_admits(policies, ingest, source, 9090)[0]:
                 bad.append(f"9090 open to {n}")
-        report.check(not bad, f"{set_name}: push-ingest admits 8080 from anywhere, 9090 only from the monitoring namespace or Prometheus",
-                     "; ".join(bad))
-
-
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--venv", required=True)
-    parser.add_argument("--bin-dir", default=str(ROOT / ".build" / "debug"))
-    parser.add_argument("--skip-image-build", action="store_true",
-                        help="do not run the build stage's commands (a release build: minutes the first time)")
-    args = parser.parse_args()
-    skip_build = args.skip_image_build
-    report = Report()
-
-    hadolint = Path(args.venv) / "bin" / "hadolint"
-    result = subprocess.run([str(hadolint), "--no-color", str(DOCKERFILE)], capture_output=True, text=True, timeout=120)
-    report.check(result.returncode == 0 and not result.stdout.strip(), "hadolint deploy/Dockerfile: no finding",
-                 (result.stdout + result.stderr).strip())
-    text = DOCKERFILE.read_text()
-    for match in re.finditer(r"# hadolint ignore=(\S+)", text):
-        before = text[:match.start()].rstrip().splitlines()[-1] if text[:match.start()].strip() else ""
-        report.check(before.lstrip().startswith("#") and len(before.strip()) > 20,
-                     f"hadolint ignore={match.group(1)} is justified in the comment above it", before)
-
-    stages = dockerfile_stages(text)
-    final, build = stages[-1], stages[0]
-    users = [rest for instr, rest in final if instr == "USER"]
-    user = users[-1] if users else "root"
-    uid = user.split(":")[0]
-    report.check(uid.isdigit() and int(uid) != 0, f"the image runs as a numeric non-root user (USER {user})")
-    checks = [rest for instr, rest in final if instr == "HEALTHCHECK"]
-    report.check(bool(checks) and "CMD" in checks[-1], "the image has a HEALTHCHECK", "none")
-    copies = [rest for instr, rest in final if instr == "COPY"]
-    report.check(any("deploy/healthcheck.sh" in c and "/usr/local/bin/push-healthcheck" in c for c in copies)
-                 and (not checks or "/usr/local/bin/push-healthcheck" in checks[-1]),
-                 "the HEALTHCHECK's script is copied into the image where it is called")
-    result = subprocess.run(["sh", "-n", str(HEALTHCHECK)], capture_output=True, text=True)
-    report.check(result.returncode == 0 and os.access(HEALTHCHECK, os.X_OK), "deploy/healthcheck.sh is valid sh and executable", result.stderr)
-    healthcheck_runs(report, args.bin_dir)
-
-    copied = {rest.split()[0].rstrip("/") for instr, rest in build if instr == "COPY" and not rest.startswith("--")}
-    missing = sorted(package_target_roots() - copied)
-    report.check(not missing, f"the build stage copies every directory with targets ({', '.join(sorted(package_target_roots()))})",
-                 f"missing {missing}")
-    if skip_build:
-        print("info  the build stage was not run (--skip-image-build)")
-    else:
-        run_build_stage(report, build, final)
-    tested_versions(report)
-
-    ignored = {line.strip().rstrip("/") for line in (ROOT / ".dockerignore").read_text().splitlines() if line.strip() and not line.startswith("#")}
-    needed = {".build", ".local", ".git", ".env", "config/keys", "config/console-operators.json"}
-    report.check(needed <= ignored, ".dockerignore keeps out " + ", ".join(sorted(needed)), f"missing {sorted(needed - ignored)}")
-
-    with tempfile.TemporaryDirectory() as tmp:
-        for name in ("docker-compose.yml", "docker-compose.cluster.yml"):
-            shutil.copy(ROOT / name, Path(tmp) / name)
-        shutil.copytree(ROOT / "deploy", Path(tmp) / "deploy")
-        (Path(tmp) / ".env").write_text(
-            "RABBITMQ_USER=push\nRABBITMQ_PASSWORD=" + "0" * 48 + "\nRABBITMQ_ERLANG_COOKIE=" + "A" * 32
-            + "\nREDIS_PASSWORD=" + "1" * 48 + "\n")
-        for files in (["docker-compose.yml"], ["docker-compose.yml", "docker-compose.cluster.yml"]):
-            command = ["docker-compose"] + [arg for f in files for arg in ("-f", f)] + ["config", "-q"]
-            result = subprocess.run(command, cwd=tmp, capture_output=True, text=True, timeout=120)
-            report.check(result.returncode == 0, " ".join(command), (result.stdout + result.stderr).strip())
-
-    pinned_brokers(report)
-    kubernetes(report, args.venv)
-    pod_security(report)
-    console_keys(report)
-    redis_configs(report)
-    network_policies(report)
-    print(f"containers: {report.passed} passed, {report.failed} failed")
-    return 1 if report.failed else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        checks(not bad, f"{set_name}: push-ingest admits 8080 from anywhere, 9090 only from the monitoring namespace or Prometheus",
+               "; ".join(bad))
