@@ -2,7 +2,8 @@
 # One system check as pytest runs it: the given modules of tests/system on private stacks of the
 # --bin-dir executables (tests/harness), with pytest's report, -k selection and JUnit XML in
 # .local/junit/NAME.xml. Installs what the harness needs first (apt: python3-pytest, python3-pika,
-# redis-tools, openssl, iproute2); RabbitMQ and Redis come from scripts/install-deps.sh.
+# python3-yaml, python3-jsonschema, redis-tools, openssl, iproute2); RabbitMQ and Redis come from
+# scripts/install-deps.sh.
 #
 #   scripts/pytest.sh NAME tests/system/test_X.py... [--bin-dir DIR] [--requirements FILE]
 #                     [pytest arguments, e.g. -k roles]
@@ -44,6 +45,8 @@ else
     [[ -x $PY ]] || PY=$(command -v python3) || { echo "$PROG: python3 is missing" >&2; exit 3; }
     "$PY" -c 'import pytest' 2>/dev/null || needed+=(python3-pytest)
     "$PY" -c 'import pika' 2>/dev/null || needed+=(python3-pika)
+    "$PY" -c 'import yaml' 2>/dev/null || needed+=(python3-yaml)
+    "$PY" -c 'import jsonschema' 2>/dev/null || needed+=(python3-jsonschema)
 fi
 command -v redis-cli >/dev/null || needed+=(redis-tools)
 command -v openssl >/dev/null || needed+=(openssl)

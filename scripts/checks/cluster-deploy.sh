@@ -1,16 +1,9 @@
 #!/usr/bin/env bash
 # The cluster deployments (docker-compose.cluster.yml over docker-compose.yml, and
-# deploy/kubernetes/cluster/), checked without a container engine or a Kubernetes cluster: see
-# scripts/checks/cluster_deploy.py for every check. A few seconds; prints `cluster-deploy: N passed,
-# N failed` and exits non-zero on any failure.
+# deploy/kubernetes/cluster/), checked without a container engine or a Kubernetes cluster:
+# tests/system/test_cluster_deploy.py says every check. No stack, no ports; a few seconds.
 #
-#   scripts/checks/cluster-deploy.sh [--bin-dir DIR]   (--bin-dir is accepted and ignored)
+#   scripts/checks/cluster-deploy.sh [--bin-dir DIR] [pytest arguments]   (--bin-dir is not used)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-if [[ ${1:-} == -h || ${1:-} == --help ]]; then
-    sed -n '2,7s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
-    exit 0
-fi
-PY=/usr/bin/python3
-[[ -x $PY ]] || PY=$(command -v python3)
-exec "$PY" "$ROOT/scripts/checks/cluster_deploy.py"
+exec bash "$ROOT/scripts/pytest.sh" cluster-deploy tests/system/test_cluster_deploy.py "$@"

@@ -12,8 +12,7 @@
 #   scripts/checks/observability.sh [--bin-dir DIR] [pytest arguments, e.g. -k file]
 #   scripts/checks/observability.sh --write    regenerates the PrometheusRule from alerts.yml, nothing else
 #
-# Installs Debian's prometheus package (for promtool; its own server is not started) and
-# python3-yaml when they are missing.
+# Installs Debian's prometheus package (for promtool; its own server is not started) when missing.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 PROG=observability.sh
@@ -25,7 +24,6 @@ done
 
 # shellcheck source=scripts/apt.sh
 . "$ROOT/scripts/apt.sh"
-"$PY" -c 'import yaml' 2>/dev/null || apt_install python3-yaml || exit 3
 if ! command -v promtool >/dev/null; then
     # A policy-rc.d for the duration, so the package's own Prometheus server is not started (without
     # systemd, init.d would start it); one the install started anyway is stopped.

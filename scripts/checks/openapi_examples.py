@@ -2,7 +2,8 @@
 """Every example in an OpenAPI 3.1 document matches the schema beside it: parameter examples, and
 request and response body examples (`example`, or each of `examples`, inline or a
 `#/components/examples/…` reference), validated with JSON Schema 2020-12 against the document's
-own components. Used by scripts/checks/openapi.sh (run inside its venv: PyYAML, jsonschema).
+own components. tests/system/test_openapi.py (scripts/checks/openapi.sh, in its venv: PyYAML,
+jsonschema) calls `check_examples(document)`; by hand:
 
     openapi_examples.py openapi.yaml
 
@@ -53,13 +54,8 @@ def examples_of(document, holder):
             yield name, example["value"]
 
 
-def main(path):
-    try:
-        with open(path, encoding="utf-8") as f:
-            document = yaml.safe_load(f)
-    except (OSError, yaml.YAMLError) as e:
-        print(f"openapi_examples: cannot read {path}: {e}", file=sys.stderr)
-        return 2
+def check_examples(document):
+    """(number of examples checked, one line per mismatch: `where: at path: message`)."""
     registry = Registry().with_resource(BASE, Resource(contents=document, specification=DRAFT202012))
     checked = 0
     failures = []
@@ -109,6 +105,17 @@ def main(path):
                 if "$ref" in response:
                     parts = ref_parts(response["$ref"])
                 media(f"{where} {status}", parts, resolve(document, response).get("content"))
+    return checked, failures
+
+
+def main(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            document = yaml.safe_load(f)
+    except (OSError, yaml.YAMLError) as e:
+        print(f"openapi_examples: cannot read {path}: {e}", file=sys.stderr)
+        return 2
+    checked, failures = check_examples(document)
     for line in failures:
         print(f"openapi_examples: {line}")
     print(f"openapi_examples: {checked} examples checked, {len(failures)} mismatches")
@@ -117,6 +124,6 @@ def main(path):
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
-        print(__doc__.strip().splitlines()[4].strip(), file=sys.stderr)
+        print("usage: openapi_examples.py openapi.yaml", file=sys.stderr)
         sys.exit(2)
     sys.exit(main(sys.argv[1]))

@@ -40,6 +40,8 @@ class Stack:
     APP = "com.example.harness"
     # False for a stack of apns-sandbox alone (clients of its own talk to it): no RabbitMQ, Redis or apps file.
     WITH_SERVERS = True
+    # False for services that never reach APNs (push-ingest alone): no apns-sandbox.
+    WITH_SANDBOX = True
     # True: the previous run's logs and files go at start (after what it left running is killed).
     CLEAN_OUT = False
     KEY_ID = KEY_ID
@@ -76,7 +78,8 @@ class Stack:
                 self.start_servers()
             else:
                 self.prepare_out()
-            self.start_sandbox()
+            if self.WITH_SANDBOX:
+                self.start_sandbox()
             for name in self.services:
                 self.start_service(name)
         except BaseException:

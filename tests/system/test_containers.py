@@ -46,10 +46,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from harness.deployment import DOCKERFILE, redis_options, redis_command, memory_bytes, redis_config_problems, secret_env, networkpolicy_admits
 from harness.net import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCKERFILE = ROOT / "deploy" / "Dockerfile"
 HEALTHCHECK = ROOT / "deploy" / "healthcheck.sh"
 KUBE = ROOT / "deploy" / "kubernetes"
 
@@ -590,63 +590,6 @@ def test_console_keys(checks, shipped):
     checks("push-console" in base["services"] and not keys, "docker-compose*.yml: push-console mounts no keys volume", f"{keys}")
 
 
-def redis_options(words):
-    """`--name value` options of a redis-server command line, and the config file it names first."""
-    options, config = {}, None
-    if words and words[0].endswith("redis-server") and len(words) > 1 and not words[1].startswith("--"):
-        config = words[1]
-    for i, word in enumerate(words):
-        if word.startswith("--") and i + 1 < len(words):
-            options[word[2:].lower()] = words[i + 1]
-    return options, config
-
-
-def redis_command(argv):
-    """The redis-server words of a container's command (`sh -c "exec redis-server …"` unwrapped)."""
-    import shlex
-    words = [str(w) for w in argv or []]
-    if len(words) >= 3 and words[0] in ("sh", "/bin/sh", "bash") and words[1] in ("-c", "-ec"):
-        words = shlex.split(words[2])
-    words = [w for w in words if w != "exec"]
-    start = next((i for i, w in enumerate(words) if w.endswith("redis-server")), None)
-    return None if start is None else words[start:]
-
-
-def memory_bytes(text):
-    """A Redis size (1600mb, 1gb, 100000) or a Kubernetes quantity (2Gi, 512Mi) in bytes."""
-    m = re.fullmatch(r"(\d+)\s*([kmg]b?|[KMG]i|[KMG])?", str(text).strip())
-    if not m:
-        return None
-    unit = (m.group(2) or "")
-    factor = {"": 1, "k": 1000, "kb": 1024, "m": 1000**2, "mb": 1024**2, "g": 1000**3, "gb": 1024**3,
-              "Ki": 1024, "Mi": 1024**2, "Gi": 1024**3, "K": 1000, "M": 1000**2, "G": 1000**3}
-    return int(m.group(1)) * factor.get(unit if unit in factor else unit.lower(), 1)
-
-
-def redis_config_problems(settings, cluster_enabled):
-    problems = []
-    if settings.get("protected-mode", "").lower() != "yes":
-        problems.append(f"protected-mode {settings.get('protected-mode', 'unset (the official image turns it off)')}")
-    if not settings.get("requirepass") and not settings.get("aclfile"):
-        problems.append("no password (requirepass or aclfile)")
-    if cluster_enabled and not settings.get("masterauth"):
-        problems.append("no masterauth (a replica cannot follow a master that requires a password)")
-    if not memory_bytes(settings.get("maxmemory", "0")):
-        problems.append("no maxmemory")
-    if settings.get("maxmemory-policy") != "noeviction":
-        problems.append(f"maxmemory-policy {settings.get('maxmemory-policy', 'unset')} (not noeviction)")
-    return problems
-
-
-def secret_env(container, name):
-    """The Secret (name, key) an environment variable of a container comes from, or None."""
-    for env in container.get("env") or []:
-        if env.get("name") == name:
-            ref = (env.get("valueFrom") or {}).get("secretKeyRef")
-            return (ref["name"], ref["key"]) if ref else None
-    return None
-
-
 def test_redis_configs(checks, shipped):
     """Every shipped Redis: protected-mode yes, a password (from .env or a Secret, never in the file),
     maxmemory (below the container's memory limit on Kubernetes) with noeviction, masterauth in
@@ -738,54 +681,6 @@ def test_redis_configs(checks, shipped):
                    "maxmemory below the memory limit with noeviction, redis-cli authenticating", "; ".join(bad))
         else:
             checks.log(f"{set_name}: no Redis runs here (an external one: deploy/kubernetes/README.md, \"Redis\")")
-
-
-def selector_matches(selector, labels):
-    """A LabelSelector (matchLabels, matchExpressions) against labels; {} matches everything."""
-    if selector is None:
-        return False
-    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
-        return False
-    for expression in selector.get("matchExpressions") or []:
-        key, op, values = expression["key"], expression["operator"], expression.get("values") or []
-        if op == "In" and labels.get(key) not in values:
-            return False
-        if op == "NotIn" and key in labels and labels[key] in values:
-            return False
-        if op == "Exists" and key not in labels:
-            return False
-        if op == "DoesNotExist" and key in labels:
-            return False
-    return True
-
-
-def networkpolicy_admits(policies, target, source, port, namespace="push"):
-    """Whether NetworkPolicies of `namespace` let a pod with labels `source` = (its namespace's labels,
-    its pod labels) connect to a pod labelled `target` on TCP `port`, and whether any selects it:
-    (admitted, selected). Not selected: every connection is admitted."""
-    selecting = [p for p in policies if selector_matches(p["spec"].get("podSelector", {}), target)
-                 and "Ingress" in (p["spec"].get("policyTypes") or ["Ingress"])]
-    if not selecting:
-        return True, False
-    source_namespace, source_pod = source
-    for policy in selecting:
-        for rule in policy["spec"].get("ingress") or []:
-            ports = rule.get("ports")
-            if ports and not any(p.get("port") in (None, port) and p.get("protocol", "TCP") == "TCP"
-                                 and (p.get("endPort") is None or p["port"] <= port <= p["endPort"]) for p in ports):
-                continue
-            peers = rule.get("from")
-            if not peers:
-                return True, True
-            for peer in peers:
-                if "ipBlock" in peer:
-                    return True, True
-                same = source_namespace.get("kubernetes.io/metadata.name") == namespace
-                in_namespace = selector_matches(peer["namespaceSelector"], source_namespace) if "namespaceSelector" in peer else same
-                in_pods = selector_matches(peer["podSelector"], source_pod) if "podSelector" in peer else True
-                if in_namespace and in_pods:
-                    return True, True
-    return False, True
 
 
 def readme_redis_policy():
