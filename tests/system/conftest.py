@@ -47,6 +47,7 @@ def pytest_configure(config):
     # A SIGTERM (a CI timeout, `kill`) runs the fixtures' teardowns as Ctrl-C does: nothing is left running.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     config.check_counts = {}
+    config.summary_lines = []   # what a module reports after pytest's own report (the chaos table)
 
 
 @pytest.fixture(scope="session")
@@ -82,6 +83,8 @@ def pytest_runtest_makereport(item, call):
 
 
 def pytest_terminal_summary(terminalreporter, config):
+    for line in getattr(config, "summary_lines", []):
+        terminalreporter.write_line(line)
     for label, (passed, failed) in sorted(getattr(config, "check_counts", {}).items()):
         terminalreporter.write_line(f"{label}: {passed} checks passed, {failed} failed")
 

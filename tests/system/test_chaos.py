@@ -1107,11 +1107,10 @@ def chaos(request, bin_dir):
         yield stack
     finally:
         stack.stop()
-        reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-        print_table(stack.results, reporter.write_line if reporter else print)
+        print_table(stack.results, request.config.summary_lines.append)
         if request.config.getoption("--json"):
             Path(request.config.getoption("--json")).write_text(json.dumps(stack.results, indent=2, default=str))
-        log(f"logs in {stack.out}; {time.time() - started:.0f}s in all")
+        request.config.summary_lines.append(f"logs in {stack.out}; {time.time() - started:.0f}s in all")
 
 
 def test_scenario(chaos, scenario):
