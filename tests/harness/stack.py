@@ -181,7 +181,8 @@ class Stack:
             "rate_limits": {"per_device_per_hour": 1000, "per_app_per_second": 10000000},
         }}
 
-    def ctl(self, *argv, timeout=60):
+    def ctl_env(self):
+        """The environment RabbitMQ's command-line tools need to reach this stack's node."""
         p = self.port["amqp"]
         env = {k: v for k, v in os.environ.items() if not k.startswith(("RABBITMQ_", "ERL_EPMD_"))}
         env.update(HOME=str(self.rmq_dir), RABBITMQ_NODENAME=f"push-{self.name}@localhost", RABBITMQ_USE_LONGNAME="false",
@@ -189,7 +190,10 @@ class Stack:
                    RABBITMQ_CTL_DIST_PORT_MAX=str(p + 21010),
                    RABBITMQ_CTL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}",
                    ERL_CRASH_DUMP=str(self.rmq_dir / "erl_crash.dump"))
-        r = subprocess.run([f"{RMQ_BIN}/rabbitmqctl", "-q", *argv], env=env, stdin=subprocess.DEVNULL,
+        return env
+
+    def ctl(self, *argv, timeout=60):
+        r = subprocess.run([f"{RMQ_BIN}/rabbitmqctl", "-q", *argv], env=self.ctl_env(), stdin=subprocess.DEVNULL,
                            capture_output=True, text=True, timeout=timeout)
         if r.returncode != 0:
             raise RuntimeError(f"rabbitmqctl {' '.join(argv)}: {r.returncode} {r.stderr.strip()[-500:]}")
@@ -340,6 +344,15 @@ class Stack:
         clean = {k: v for k, v in os.environ.items() if not k.startswith("PUSH_")}
         return subprocess.run([str(self.bin / "pushctl"), *argv], input=stdin, capture_output=True, text=True,
                               timeout=timeout, env=dict(clean, **(env or {})), cwd=str(ROOT))
+
+    def console_hash(self, subcommand, secret):
+        """What `pushctl console hash-password|hash-key` prints for `secret` on stdin (its last line)."""
+        r = self.pushctl("console", subcommand, stdin=secret)
+        lines = [line.strip() for line in r.stdout.splitlines() if line.strip()]
+        if r.returncode != 0 or not lines:
+            raise SetupError(f"`pushctl console {subcommand}` failed (exit {r.returncode}): "
+                             f"{(r.stderr or r.stdout).strip()[-600:] or 'no output'}")
+        return lines[-1]
 
     def log_text(self, name):
         path = self.logdir / f"{name}.log"

@@ -194,18 +194,9 @@ class ConsoleStack(Stack):
             "rate_limits": {"per_device_per_hour": 1000, "per_app_per_second": 10000},
         }}
 
-    def hashed(self, subcommand, secret):
-        """What `pushctl console SUBCOMMAND` prints for `secret` on stdin (its last line)."""
-        r = self.pushctl("console", subcommand, stdin=secret)
-        lines = [line.strip() for line in r.stdout.splitlines() if line.strip()]
-        if r.returncode != 0 or not lines:
-            raise SetupError(f"`pushctl console {subcommand}` failed (exit {r.returncode}): "
-                             f"{(r.stderr or r.stdout).strip()[-600:] or 'no output'}")
-        return lines[-1]
-
     def write_operators(self):
-        self.password_hash = self.hashed("hash-password", self.password)
-        self.key_hash = self.hashed("hash-key", self.api_key)
+        self.password_hash = self.console_hash("hash-password", self.password)
+        self.key_hash = self.console_hash("hash-key", self.api_key)
         operators = {"operators": [{"name": OPERATOR, "password": self.password_hash}],
                      "api_keys": [{"name": API_KEY_NAME, "key_sha256": self.key_hash}]}
         fd = os.open(self.operators, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

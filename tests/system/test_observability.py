@@ -38,7 +38,6 @@ runs this module).
 """
 import importlib.util
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -512,15 +511,8 @@ class ObservabilityStack(Stack):
     def enable_prometheus_plugin(self):
         """`rabbitmq-plugins enable rabbitmq_prometheus` on the running node (Stack.ctl's
         environment plus the node's plugin files), then its listener awaited."""
-        p = self.port["amqp"]
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("RABBITMQ_", "ERL_EPMD_"))}
-        env.update(HOME=str(self.rmq_dir), RABBITMQ_NODENAME=f"push-{self.name}@localhost", RABBITMQ_USE_LONGNAME="false",
-                   ERL_EPMD_PORT=str(p + 1000), RABBITMQ_CTL_DIST_PORT_MIN=str(p + 21000),
-                   RABBITMQ_CTL_DIST_PORT_MAX=str(p + 21010),
-                   RABBITMQ_CTL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}",
-                   RABBITMQ_ENABLED_PLUGINS_FILE=str(self.rmq_dir / "enabled_plugins"),
-                   RABBITMQ_PLUGINS_EXPAND_DIR=str(self.rmq_dir / "plugins-expand"),
-                   ERL_CRASH_DUMP=str(self.rmq_dir / "log" / "erl_crash.dump"))
+        env = dict(self.ctl_env(), RABBITMQ_ENABLED_PLUGINS_FILE=str(self.rmq_dir / "enabled_plugins"),
+                   RABBITMQ_PLUGINS_EXPAND_DIR=str(self.rmq_dir / "plugins-expand"))
         r = subprocess.run([f"{RMQ_BIN}/rabbitmq-plugins", "enable", "rabbitmq_prometheus"], env=env,
                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
         if r.returncode != 0:

@@ -299,14 +299,6 @@ class SecurityStack(Stack):
                                 "secret": self.legacy_secret}},
         }
 
-    def hashed(self, subcommand, secret):
-        r = self.pushctl("console", subcommand, stdin=secret)
-        lines = [line.strip() for line in r.stdout.splitlines() if line.strip()]
-        if r.returncode != 0 or not lines:
-            raise SetupError(f"`pushctl console {subcommand}` failed (exit {r.returncode}): "
-                             f"{(r.stderr or r.stdout).strip()[-600:] or 'no output'}")
-        return lines[-1]
-
     def write_private(self, path, text):
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
@@ -314,10 +306,10 @@ class SecurityStack(Stack):
 
     def write_console_files(self):
         operators = {
-            "operators": [{"name": OPERATOR, "password": self.hashed("hash-password", self.password), "scopes": ["admin"]}],
+            "operators": [{"name": OPERATOR, "password": self.console_hash("hash-password", self.password), "scopes": ["admin"]}],
             "api_keys": [
-                {"name": SEND_KEY_NAME, "key_sha256": self.hashed("hash-key", self.send_key), "scopes": [f"send:{APP}"]},
-                {"name": ADMIN_KEY_NAME, "key_sha256": self.hashed("hash-key", self.admin_key), "scopes": ["admin"]},
+                {"name": SEND_KEY_NAME, "key_sha256": self.console_hash("hash-key", self.send_key), "scopes": [f"send:{APP}"]},
+                {"name": ADMIN_KEY_NAME, "key_sha256": self.console_hash("hash-key", self.admin_key), "scopes": ["admin"]},
             ]}
         self.write_private(self.operators, json.dumps(operators, indent=2))
         r = subprocess.run(["openssl", "rand", "-hex", "32"], capture_output=True, text=True)
