@@ -13,4 +13,5 @@ args=()
 for arg in "$@"; do
     if [[ $arg == --list ]]; then args+=(--collect-only -q); else args+=("$arg"); fi
 done
-exec bash "$ROOT/scripts/pytest.sh" chaos tests/system/test_chaos.py --bin-dir "$ROOT/.build/release" "${args[@]}"
+# Bounded: a whole run of 28 rows takes about 40 minutes, the cluster's with 100,000 tokens longer.
+exec bash "$ROOT/scripts/pytest.sh" chaos tests/system/test_chaos.py --bin-dir "$ROOT/.build/release" --timeout 10800 "${args[@]}"

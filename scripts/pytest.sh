@@ -6,18 +6,24 @@
 # scripts/install-deps.sh.
 #
 #   scripts/pytest.sh NAME tests/system/test_X.py... [--bin-dir DIR] [--requirements FILE]
-#                     [pytest arguments, e.g. -k roles]
+#                     [--timeout S] [pytest arguments, e.g. -k roles]
 #
 # --requirements runs the modules in the virtualenv .local/venv-NAME holding exactly FILE's pins
-# (which bring pytest and pika themselves), made or remade when the pins change.
-# Exits as pytest does: 0 passed, 1 a test failed, 2 interrupted, 3 the stack could not be set up.
+# (which bring pytest and pika themselves), made or remade when the pins change (before the
+# timeout starts). --timeout bounds the run (default 900 s): then SIGTERM, which pytest takes as
+# Ctrl-C and tears every stack down; SIGKILL 30 s later. Whatever the run started and left running
+# when it ended (pytest killed, say) is stopped afterwards: its processes and its RabbitMQ and Redis
+# (the harness lists them in a cleanup file). Exits as pytest does: 0 passed, 1 a test failed, 2
+# interrupted (or a module that does not import), 3 a stack could not be set up, 4 a usage error, 5
+# nothing selected; 124 when the timeout ended it.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PROG=pytest.sh
-NAME=${1:?usage: scripts/pytest.sh NAME MODULE... [--bin-dir DIR] [pytest arguments]}
+NAME=${1:?usage: scripts/pytest.sh NAME MODULE... [--bin-dir DIR] [--requirements FILE] [--timeout S] [pytest arguments]}
 shift
 BIN_DIR=$ROOT/.build/debug
 REQUIREMENTS=""
+TIMEOUT=900
 modules=()
 args=()
 while (($#)); do
@@ -25,12 +31,15 @@ while (($#)); do
         --bin-dir) BIN_DIR=${2:?--bin-dir needs a directory}; shift 2 ;;
         --bin-dir=*) BIN_DIR=${1#*=}; shift ;;
         --requirements) REQUIREMENTS=${2:?--requirements needs a file}; shift 2 ;;
+        --requirements=*) REQUIREMENTS=${1#*=}; shift ;;
+        --timeout) TIMEOUT=${2:?--timeout needs seconds}; shift 2 ;;
+        --timeout=*) TIMEOUT=${1#*=}; shift ;;
         tests/*.py) modules+=("$1"); shift ;;
         *) args+=("$1"); shift ;;
     esac
 done
 # A relative --bin-dir is the caller's; from here on everything runs in the package root.
-[[ -d $BIN_DIR ]] && BIN_DIR=$(cd "$BIN_DIR" && pwd)
+[[ -d $BIN_DIR ]] && BIN_DIR=$(cd "$BIN_DIR" && pwd -P)
 cd "$ROOT"
 
 # shellcheck source=scripts/apt.sh
@@ -63,5 +72,36 @@ fi
 # outside, a package, may still go through it).
 export NO_PROXY="127.0.0.1,localhost${NO_PROXY:+,$NO_PROXY}" no_proxy="127.0.0.1,localhost${no_proxy:+,$no_proxy}"
 mkdir -p "$LOCAL/junit"
-exec "$PY" -m pytest "${modules[@]}" --bin-dir "$BIN_DIR" -p no:cacheprovider -ra \
-    --junitxml "$LOCAL/junit/$NAME.xml" -o junit_suite_name="$NAME" "${args[@]}"
+export PUSH_HARNESS_CLEANUP_FILE="$LOCAL/junit/$NAME.cleanup"
+: >"$PUSH_HARNESS_CLEANUP_FILE"
+
+# What the run left running: its processes that still run an executable of the bin dir (or the
+# console check's browser), then its servers by their scripts. Nothing is left after a clean run.
+cleanup() {
+    local kind a b c exe pid
+    trap '' INT TERM HUP
+    while read -r kind a b c; do
+        case $kind in
+            pid | group)
+                for pid in $([[ $kind == pid ]] && echo "$a" || pgrep -g "$a" 2>/dev/null); do
+                    exe=$(readlink "/proc/$pid/exe" 2>/dev/null || true)
+                    [[ $exe == "$BIN_DIR"/* || $exe == /usr/lib/chromium/* || $exe == /usr/bin/chromedriver ]] &&
+                        kill -KILL "$pid" 2>/dev/null && echo "$PROG: stopped $pid ($exe), left running" >&2
+                done
+                ;;
+            server) PUSH_QUIET=1 bash "$ROOT/scripts/$a.sh" stop --name "$b" --port "$c" >/dev/null 2>&1 || true ;;
+            cluster) PUSH_QUIET=1 bash "$ROOT/scripts/$a-cluster.sh" stop --name "$b" >/dev/null 2>&1 || true ;;
+        esac
+    done <"$PUSH_HARNESS_CLEANUP_FILE"
+    rm -f "$PUSH_HARNESS_CLEANUP_FILE"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
+status=0
+# --foreground: a Ctrl-C reaches pytest, which stops its stacks itself.
+timeout --foreground --signal=TERM --kill-after=30 "$TIMEOUT" \
+    "$PY" -m pytest "${modules[@]}" --bin-dir "$BIN_DIR" -p no:cacheprovider -ra \
+    --junitxml "$LOCAL/junit/$NAME.xml" -o junit_suite_name="$NAME" "${args[@]}" || status=$?
+exit "$status"

@@ -34,7 +34,7 @@ import Testing
             (#"{"app":"a","token":"\#(hex)","reason":"Unregistered"}"#, .missingField, "reported_at"),
             (#"{"app":"a","token":"\#(hex)","reason":"Unregistered","reported_at":1,"timestamp":-5}"#, .invalidField, "timestamp"),
             (#"{"app":"a","token":"\#(hex)","reason":"Unregistered","reported_at":1.5}"#, .invalidField, "reported_at"),
-            // Hostile-input catalogue (scripts/hostile): numbers past a Double are still named, and
+            // Hostile-input catalogue (tests/system/test_hostile.py): numbers past a Double are still named, and
             // JSON that different readers read differently is refused.
             (#"{"app":"a","token":"\#(hex)","reason":"Unregistered","reported_at":1,"timestamp":1e400}"#, .invalidField, "timestamp"),
             (

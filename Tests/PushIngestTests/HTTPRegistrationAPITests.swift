@@ -287,7 +287,7 @@ import Testing
                 + "Authorization: Bearer \(HTTPIngestHarness.gameKeys[0])\r\nContent-Type: application/json\r\n"
                 + "Content-Length: 100\r\n\r\n{\"user\":"
             let (response, elapsed) = try await rawHTTPExchange(port: client.port, request, timeout: .seconds(10))
-            // The client's doing, not the server's: a 4xx (hostile-input catalogue, scripts/hostile).
+            // The client's doing, not the server's: a 4xx (hostile-input catalogue, tests/system/test_hostile.py).
             #expect(response.hasPrefix("HTTP/1.1 408"), "\(response.prefix(300))")
             #expect(response.contains(#""error":"request_timeout","message":"body: did not arrive"#))
             #expect(elapsed < .seconds(4))

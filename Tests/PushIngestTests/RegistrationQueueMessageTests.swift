@@ -64,7 +64,7 @@ struct RegistrationQueueMessageTests {
         (#"{"app": "\#(app)", "token": "\#(token)", "op": 1}"#, "op", .invalidField),
         (#"{"app": "\#(app)", "token": "\#(token)", "settings": {"alert": "on"}}"#, "settings.alert", .invalidField),
         (#"{"app": "\#(app)", "token": "\#(token)", "colour": "red"}"#, "colour", .invalidField),
-        // Hostile-input catalogue (scripts/hostile): a number too large for a Double is still a
+        // Hostile-input catalogue (tests/system/test_hostile.py): a number too large for a Double is still a
         // number of its field, and JSON that different readers read differently is refused.
         (#"{"app": "\#(app)", "token": "\#(token)", "registered_at": 1e400}"#, "registered_at", .invalidField),
         (#"{"app": "\#(app)", "token": "\#(token)", "registered_at": 1\#(String(repeating: "0", count: 400))}"#, "registered_at", .invalidField),

@@ -130,7 +130,7 @@ struct PushRequestConsumerTests {
         }
     }
 
-    /// Hostile-input catalogue (scripts/hostile): a 128-character id of 4-byte characters makes
+    /// Hostile-input catalogue (tests/system/test_hostile.py): a 128-character id of 4-byte characters makes
     /// batch ids over AMQP's 255-byte short string; used as the batches' message-id, it could not be
     /// encoded, the publish dropped push-render's broker connection, and the request came back until
     /// the delivery limit parked it (taking its neighbours' settlements down each time).

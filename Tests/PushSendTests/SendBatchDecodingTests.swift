@@ -86,7 +86,7 @@ import Testing
             (Self.body(["slots": "[-1]"]), "slots[0]: must be 0–65535, got -1"),
             (Self.body(["slots": "[9223372036854775807]"]), "slots[0]: must be 0–65535"),
             (Self.body(["mark_set": #""""#]), "mark_set: must be 1–512 bytes, got 0"),
-            // Hostile-input catalogue (scripts/hostile): numbers JSONDecoder cannot hold are named,
+            // Hostile-input catalogue (tests/system/test_hostile.py): numbers JSONDecoder cannot hold are named,
             // and what would fail at APNs on every try is refused once.
             (Self.body(["priority": "1e400"]), "priority: must be a whole number of at most 64 bits, got 1e400"),
             (Self.body(["v": "1.5"]), "v: must be a whole number of at most 64 bits, got 1.5"),

@@ -30,5 +30,6 @@ for arg in "$@"; do
         args+=("$arg")
     fi
 done
-exec bash "$ROOT/scripts/pytest.sh" containers tests/system/test_containers.py \
+# The image's build stage is a release build of every product: up to 40 minutes on 2 cores.
+exec bash "$ROOT/scripts/pytest.sh" containers tests/system/test_containers.py --timeout 2400 \
     --requirements "$ROOT/scripts/checks/containers-requirements.txt" "${args[@]}"

@@ -13,5 +13,5 @@ if ! command -v nghttp >/dev/null || ! command -v h2load >/dev/null; then
     . "$ROOT/scripts/apt.sh"
     apt_install nghttp2-client || { echo "$PROG: cannot install nghttp2-client" >&2; exit 3; }
 fi
-exec timeout --signal=TERM --kill-after=10 110 bash "$ROOT/scripts/pytest.sh" fidelity tests/system/test_fidelity.py \
+exec bash "$ROOT/scripts/pytest.sh" fidelity tests/system/test_fidelity.py --timeout 110 \
     --requirements "$ROOT/scripts/checks/fidelity-requirements.txt" "$@"

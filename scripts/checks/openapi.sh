@@ -12,9 +12,8 @@
 #
 # --max-examples: per operation (default 50). A private stack on 127.0.0.1: RabbitMQ 8960 (it derives
 # 9960, 28960, 29960-29970), Redis 8961, push-ingest 8962; its logs and schemathesis' report stay in
-# .local/openapi/. The pins of
-# openapi-requirements.txt go to .local/venv-openapi. Exits 1 when a check failed, 2 on a usage
-# error, 3 when a prerequisite is missing or the stack cannot start. About a minute once installed.
+# .local/openapi/. The pins of openapi-requirements.txt go to .local/venv-openapi. Exits as
+# scripts/pytest.sh says (1 a check failed, 3 the stack cannot start). About 90 s once installed.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 PROG=openapi.sh

@@ -32,6 +32,16 @@ def log(msg):
     print(f"stack | {time.strftime('%H:%M:%S')} {msg}", flush=True)
 
 
+def note_for_cleanup(line):
+    """One line for scripts/pytest.sh's cleanup after pytest ends (also when pytest was killed):
+    `pid N` (stopped if it still runs), `server rabbitmq|redis NAME PORT` or `cluster rabbitmq|redis
+    NAME` (stopped with their scripts)."""
+    path = os.environ.get("PUSH_HARNESS_CLEANUP_FILE")
+    if path:
+        with open(path, "a") as f:
+            f.write(line + "\n")
+
+
 class SetupError(Exception):
     """The stack could not be set up (not a check's failure)."""
 
@@ -87,11 +97,20 @@ class Stack:
             raise
 
     def stop(self):
-        """Every process (services first, in reverse order of start), then the servers: {name: exit status}."""
+        """Every process (services first, in reverse order of start), then the servers: {name: exit
+        status}. A second Ctrl-C or SIGTERM while stopping waits: nothing is left half-stopped."""
+        masked = {number: signal.signal(number, signal.SIG_IGN) for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
         try:
-            return self.stop_all()
+            try:
+                statuses = self.stop_all()
+            finally:
+                self.stop_servers()
+            if self.out.exists():
+                (self.out / "pids").write_text("")   # all stopped: nothing for the next run to kill
+            return statuses
         finally:
-            self.stop_servers()
+            for number, handler in masked.items():
+                signal.signal(number, handler)
 
     def exited(self):
         """{name: exit status} of the processes that ended on their own."""
@@ -149,6 +168,7 @@ class Stack:
         a = self.port["amqp"]
         self.wait_ports_free([self.port["redis"], a, a + 1000, a + 20000])
         for which in ("redis", "rabbitmq"):
+            note_for_cleanup(f"server {which} {self.name} {self.port['amqp' if which == 'rabbitmq' else 'redis']}")
             self.script(which, "start")
         busy = self.wait_ports_free([p for k, p in self.port.items() if k not in ("amqp", "redis")], timeout=65)
         if busy:
@@ -258,6 +278,7 @@ class Stack:
         self.procs[name] = p
         with open(self.out / "pids", "a") as pids:
             pids.write(f"{p.pid}\n")
+        note_for_cleanup(f"pid {p.pid}")
         return p
 
     def sandbox_args(self):

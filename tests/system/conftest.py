@@ -2,7 +2,7 @@
 harness's `Stack`, tests/harness/stack.py), soft checks, and helpers that drive the shared stack as a
 producer and an app do.
 
-    python3 -m pytest tests/system --bin-dir .build/debug [-k producers] [--junitxml .local/junit/system.xml]
+    scripts/checks/<check>.sh [--bin-dir DIR] [pytest arguments]   (each runs its own modules)
 
 `stack` is the session's shared stack (RabbitMQ, Redis, apns-sandbox and the four services on
 127.0.0.1:8740-8747; RabbitMQ also derives 9740, 28740 and 29740-29750); a module whose stack is
@@ -44,8 +44,9 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
-    # A SIGTERM (a CI timeout, `kill`) runs the fixtures' teardowns as Ctrl-C does: nothing is left running.
+    # A SIGTERM (a timeout, `kill`) or a closed terminal runs the fixtures' teardowns as Ctrl-C does.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
+    signal.signal(signal.SIGHUP, signal.default_int_handler)
     config.check_counts = {}
     config.summary_lines = []   # what a module reports after pytest's own report (the chaos table)
 

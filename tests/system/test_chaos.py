@@ -54,7 +54,7 @@ import pika
 import pytest
 from harness import registry_keys
 from harness.net import http_json, metric
-from harness.stack import SCRIPTS, SERVICES, SetupError, Stack
+from harness.stack import SCRIPTS, SERVICES, SetupError, Stack, note_for_cleanup
 
 APP = "com.example.chaos"
 
@@ -110,9 +110,10 @@ class ClusterStack(ChaosStack):
         return r.stdout
 
     def start_servers(self):
-        self.out.mkdir(parents=True, exist_ok=True)
+        self.prepare_out()
         self.servers_up = True
         for which in ("redis", "rabbitmq"):
+            note_for_cleanup(f"cluster {which} {self.name}")
             self.cluster_script(which, "stop", check=False)
         for d in self.local.glob(f"rabbitmq-{self.name}*"):
             shutil.rmtree(d, ignore_errors=True)
@@ -1103,6 +1104,9 @@ def chaos(request, bin_dir):
     except SetupError as error:
         stack.stop()
         pytest.exit(f"the chaos stack did not start: {error}", returncode=3)
+    except BaseException:   # Ctrl-C, SIGTERM or a hung script while the servers start
+        stack.stop()
+        raise
     try:
         yield stack
     finally:
@@ -1117,7 +1121,7 @@ def test_scenario(chaos, scenario):
     name, latency = scenario
     try:
         result = run_scenario(chaos, name, latency, chaos.tokens)
-    except (SetupError, RuntimeError, OSError, pika.exceptions.AMQPError, subprocess.SubprocessError) as e:
+    except Exception as e:  # noqa: BLE001  (any error fails the row; the next one starts clean)
         chaos.stop_all()
         result = dict(scenario=name, latency=latency, targeted=chaos.tokens, delivered=0, lost=0, duplicates=0,
                       bound=0, drain=None, dead_letters=0, status="FAIL", why=[f"could not run: {e}"], at=[])

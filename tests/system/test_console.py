@@ -63,7 +63,7 @@ from pathlib import Path
 import pytest
 from conftest import serve
 from harness.net import call, http_json, wait_for
-from harness.stack import SERVICES, SetupError, Stack
+from harness.stack import SERVICES, SetupError, Stack, note_for_cleanup
 from selenium import webdriver
 from selenium.common.exceptions import (
     NoSuchElementException, StaleElementReferenceException, TimeoutException, WebDriverException)
@@ -260,8 +260,9 @@ class Browser:
             raise SetupError(f"Chromium did not start through chromedriver: {str(e).strip()[:600]}") from e
         finally:
             if self.group():
-                # For the next run, should this one be killed before `quit`.
+                # For the next run and the wrapper's cleanup, should this one be killed before `quit`.
                 self.stack.driver_group.write_text(f"{self.group()}\n")
+                note_for_cleanup(f"group {self.group()}")
         self.driver.set_page_load_timeout(30)
         self.driver.set_window_size(1280, 900)
         self.version = self.driver.capabilities.get("browserVersion", "?")
@@ -412,7 +413,7 @@ class Scenario:
         self.bystander = hashlib.sha256(f"console:{RUN}:bystander".encode()).hexdigest()
         self.request_id = f"console-news-{RUN}"
         self.dead_request_id = f"console-dead-{RUN}"
-        self.logged_in = False
+        self.logged_in = None   # test_login not run yet; then whether it logged in
         self.timings = {}
 
     def api(self, method, path, key=None, body=None):
@@ -452,6 +453,7 @@ class Scenario:
     # 2
     @step
     def login(self):
+        self.logged_in = False
         b = self.browser
         reply = call(CONSOLE_PORT, "GET", "/requests", timeout=10)
         location = urllib.parse.urlsplit(reply.headers.get("location", "")).path
@@ -847,7 +849,11 @@ def console(scenario, checks):
 
 @pytest.fixture
 def operator(console):
-    """The scenario with the operator logged in by test_login (its steps mean nothing without)."""
+    """The scenario with the operator logged in by test_login (its steps mean nothing without): a
+    step is skipped after a login that failed (test_login says why) and fails when `-k` left the
+    login out, rather than passing having checked nothing."""
+    if console.logged_in is None:
+        pytest.fail("needs test_login, which -k left out (select it too: -k 'login or …')")
     if not console.logged_in:
         pytest.skip("needs the login of test_login, which failed")
     return console

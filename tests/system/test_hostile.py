@@ -1630,8 +1630,10 @@ def all_cases(config):
 def pytest_generate_tests(metafunc):
     if "case" in metafunc.fixturenames:
         cases = all_cases(metafunc.config)
-        # Ids as -k reads them: a long one cut, with a digest of the whole to keep it unique.
-        ids = [c.id if len(c.id) <= 60 else f"{c.id[:48]}…{hashlib.sha256(c.id.encode()).hexdigest()[:8]}" for c in cases]
+        # Ids as -k reads them, the target first (`-k push.send`, `-k http`): a long case id cut, with
+        # a digest of the whole to keep it unique.
+        ids = [f"{c.target}:" + (c.id if len(c.id) <= 60 else f"{c.id[:48]}…{hashlib.sha256(c.id.encode()).hexdigest()[:8]}")
+               for c in cases]
         metafunc.parametrize("case", cases, ids=ids)
 
 
@@ -1642,6 +1644,7 @@ def hostile(request, bin_dir):
     ids = {item.callspec.params["case"].id for item in request.session.items
            if hasattr(item, "callspec") and "case" in item.callspec.params}
     cases = [c for c in all_cases(request.config) if c.id in ids or (c.id.startswith("setup-") and c.id[len("setup-"):] in ids)]
+    afterwards_selected = any(item.name == "test_the_stack_afterwards" for item in request.session.items)
     for stack in serve(HostileStack(bin_dir)):
         run = Run(stack, cases)
         execute(stack, run)
@@ -1649,6 +1652,10 @@ def hostile(request, bin_dir):
             if not c.result:
                 c.result, c.observed = "FAIL", c.observed or "not run"
         yield run
+        # The stack's own checks count in every run, also one whose -k left their test out.
+        if not afterwards_selected:
+            failed = [f"{name}: expected {expected}, observed {observed}" for name, expected, observed, ok in run.checks if not ok]
+            assert not failed, "the stack afterwards:\n  " + "\n  ".join(failed)
 
 
 def test_case(hostile, case):
