@@ -68,8 +68,8 @@ class ChaosStack(Stack):
 
     APP = APP
 
-    def __init__(self, bin_dir, smoke, tokens, drain_timeout):
-        super().__init__(bin_dir, "chaos-smoke" if smoke else "chaos", 7951 if smoke else 7901, tokens=tokens)
+    def __init__(self, bin_dir, smoke, tokens, drain_timeout, name=None):
+        super().__init__(bin_dir, name or ("chaos-smoke" if smoke else "chaos"), 7951 if smoke else 7901, tokens=tokens)
         self.drain_timeout = drain_timeout
         self.ingest_key = "chaos-ingest-key"
 
@@ -86,15 +86,10 @@ class ClusterStack(ChaosStack):
     REDIS_PORT = 8361
 
     def __init__(self, bin_dir, tokens, drain_timeout):
-        super().__init__(bin_dir, False, tokens, drain_timeout)
-        self.name = "chaos-cluster"
+        super().__init__(bin_dir, False, tokens, drain_timeout, name="chaos-cluster")   # its files in .local/chaos-cluster
         base = 8350
         self.port = dict(apns=base + 1, admin=base + 2, **{"push-ingest": base + 3, "push-render": base + 4,
                                                             "push-send": base + 5, "push-feedback": base + 6})
-        self.out = self.local / self.name
-        self.logdir = self.out
-        self.ca = self.out / "apns-sandbox-ca.pem"
-        self.apps = self.out / "apps.json"
         self.rabbit_nodes = [self.RABBIT_PORT + 20 * i for i in range(3)]
         self.redis_nodes = [self.REDIS_PORT + i for i in range(6)]
         self.rabbit_down = set()

@@ -41,6 +41,9 @@ from cryptography.x509.oid import NameOID
 from harness.net import call
 from harness.stack import Stack
 
+# aioapns reads a certificate's UID with pyOpenSSL's deprecated call: its warning, not ours.
+pytestmark = pytest.mark.filterwarnings("ignore:X509.get_subject is deprecated:DeprecationWarning")
+
 HOST = "127.0.0.1"
 KEY_ID = "FIDKEY0001"
 TEAM_ID = "FIDTEAM001"
