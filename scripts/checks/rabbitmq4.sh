@@ -27,7 +27,12 @@ while (($#)); do
 done
 cd "$ROOT"
 BUNDLE="$BIN_DIR/pushPackageTests.xctest"
-[[ -x $BUNDLE ]] || { echo "rabbitmq4.sh: no test bundle at $BUNDLE (run swift build --build-tests)" >&2; exit 2; }
+# `make check` on its own (without `make test` first) has built the products but not the tests.
+if [[ ! -x $BUNDLE ]]; then
+    echo "rabbitmq4.sh: building the test bundle (swift build --build-tests)"
+    swift build --build-tests || { echo "rabbitmq4.sh: swift build --build-tests failed" >&2; exit 3; }
+    [[ -x $BUNDLE ]] || { echo "rabbitmq4.sh: no test bundle at $BUNDLE after the build (--bin-dir is not swift build's)" >&2; exit 2; }
+fi
 PORT=${PUSH_RABBITMQ4_PORT:-5699}
 trap 'bash scripts/rabbitmq4.sh stop --port "$PORT" || true' EXIT
 bash scripts/rabbitmq4.sh start --port "$PORT" || exit 3
