@@ -166,9 +166,9 @@ def topological(services):
     return order
 
 
-def parse_dockerfile(text):
-    """The final stage of deploy/Dockerfile: ENV, USER, WORKDIR, COPY (from the context), the uids
-    useradd gives, and the owner and mode RUN's chown/chmod give to paths."""
+def dockerfile_instructions(text):
+    """A Dockerfile's instructions, one string each: comments and blank lines gone, continuation
+    lines joined."""
     lines, cur = [], ""
     for raw in text.splitlines():
         s = raw.rstrip()
@@ -179,6 +179,13 @@ def parse_dockerfile(text):
             continue
         lines.append(cur + s)
         cur = ""
+    return lines
+
+
+def parse_dockerfile(text):
+    """The final stage of deploy/Dockerfile: ENV, USER, WORKDIR, COPY (from the context), the uids
+    useradd gives, and the owner and mode RUN's chown/chmod give to paths."""
+    lines = dockerfile_instructions(text)
     last_from = max(i for i, l in enumerate(lines) if l.split()[0].upper() == "FROM")
     info = {"env": {}, "user": "root", "workdir": "/", "copies": [], "uids": {"root": 0}, "owner": {}, "mode": {}}
     for line in lines[last_from + 1:]:

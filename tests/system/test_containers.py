@@ -46,7 +46,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from harness.deployment import DOCKERFILE, redis_options, redis_command, memory_bytes, redis_config_problems, secret_env, networkpolicy_admits
+from harness.deployment import DOCKERFILE, dockerfile_instructions, redis_options, redis_command, memory_bytes, redis_config_problems, secret_env, networkpolicy_admits
 from harness.net import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,18 +55,10 @@ KUBE = ROOT / "deploy" / "kubernetes"
 
 
 def dockerfile_stages(text):
-    """Each stage's instructions as (INSTRUCTION, arguments), continuation lines joined."""
-    stages, cur = [], ""
-    for raw in text.splitlines():
-        line = raw.rstrip()
-        if line.lstrip().startswith("#") or (not cur and not line.strip()):
-            continue
-        if line.endswith("\\"):
-            cur += line[:-1] + " "
-            continue
-        full = (cur + line).strip()
-        cur = ""
-        instr, _, rest = full.partition(" ")
+    """Each stage's instructions as (INSTRUCTION, arguments)."""
+    stages = []
+    for line in dockerfile_instructions(text):
+        instr, _, rest = line.strip().partition(" ")
         if instr.upper() == "FROM":
             stages.append([])
         if stages:
